@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs capsim's build dependencies from Debian 12 packages, builds capsim (Release) and,
+# unless --no-run is given, runs the default job. Run as root (or with sudo) on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
+          nlohmann-json3-dev libyaml-cpp-dev python3)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$(nproc)"
+if [ "${1:-}" != "--no-run" ]; then
+  ./build/capsim
+fi
