@@ -1,0 +1,203 @@
+// `capsim fit`: does a model fit on a card, where does the memory go, how much KV cache is left,
+// and — when it does not fit — by how much and what would.
+#include <iostream>
+
+#include "sim/cli/commands.h"
+#include "sim/cli/common.h"
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/llm/memory_plan.h"
+#include "sim/report/json_output.h"
+#include "sim/report/table.h"
+
+namespace capsim::cli {
+namespace {
+
+struct FitOptions {
+  DeploymentFlags deployment;
+  long long context = 4096;
+  std::string json;
+};
+
+double gib(double b) { return b / 1073741824.0; }
+
+nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
+  const ModelSpec& m = d.model;
+  return {
+      {"model", m.name},
+      {"card", d.card.name},
+      {"tp", d.tp},
+      {"weights", precision_name(d.weights)},
+      {"kv_cache", precision_name(d.kv_cache)},
+      {"engine", d.engine.name},
+      {"gpu_memory_utilization", d.limits.gpu_memory_utilization},
+      {"max_num_batched_tokens", d.limits.max_num_batched_tokens},
+      {"max_num_seqs", d.limits.max_num_seqs},
+      {"block_size", d.limits.block_size},
+      {"total_params", m.total_params()},
+      {"active_params", m.active_params()},
+      {"weight_bytes_total", m.weight_bytes(d.weights)},
+      {"kv_bytes_per_token_total", m.kv_bytes_per_token(d.kv_cache)},
+      {"per_gpu",
+       {{"visible_bytes", p.visible},
+        {"budget_bytes", p.budget},
+        {"weights_bytes", p.weights},
+        {"activations_bytes", p.activations},
+        {"runtime_bytes", p.runtime},
+        {"kv_cache_bytes", p.kv_cache},
+        {"outside_budget_bytes", p.outside_budget},
+        {"kv_bytes_per_token", p.kv_bytes_per_token_per_gpu}}},
+      {"kv_blocks", p.kv_blocks},
+      {"kv_tokens", p.kv_tokens},
+      {"context", p.context},
+      {"max_sequences_at_context", p.max_sequences_at_context},
+      {"fits", p.fits},
+      {"shortfall_bytes_per_gpu", p.shortfall},
+      {"reason", p.reason},
+  };
+}
+
+// Alternatives worth trying when a deployment does not fit, each re-planned.
+std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& base,
+                                                             long long context) {
+  std::vector<std::pair<std::string, MemoryPlan>> out;
+  const auto attempt = [&](const std::string& label, Deployment d) {
+    try {
+      d.validate();
+    } catch (const Error&) {
+      return;
+    }
+    MemoryPlan p = plan_memory(d, context);
+    if (p.fits) out.emplace_back(label, p);
+  };
+  if (base.kv_cache != Precision::kFp8 && !base.model.encoder_only) {
+    Deployment d = base;
+    d.kv_cache = Precision::kFp8;
+    attempt("--kv-cache fp8", d);
+  }
+  for (Precision w : {Precision::kFp8, Precision::kInt4}) {
+    if (element_bytes(w) >= element_bytes(base.weights)) continue;
+    Deployment d = base;
+    d.weights = w;
+    attempt("--weights " + std::string(precision_name(w)), d);
+  }
+  for (int tp : {2, 4, 8}) {
+    if (tp <= base.tp) continue;
+    Deployment d = base;
+    d.tp = tp;
+    const bool nvlink = base.card.nvlink_bandwidth > 0 && tp <= base.card.nvlink_gpus;
+    attempt("--tp " + std::to_string(tp) + (nvlink ? " (NVLink)" : " (over PCIe)"), d);
+    if (out.size() && out.back().first.rfind("--tp", 0) == 0) break;  // the smallest TP is enough
+  }
+  int bigger = 0;
+  for (const Card& c : cards().cards()) {
+    if (c.name == base.card.name || c.is_cpu || bigger >= 4) continue;
+    Deployment d = base;
+    d.card = c;
+    d.limits = default_limits(c, base.engine);
+    d.limits.block_size = base.limits.block_size;
+    const std::size_t before = out.size();
+    attempt("--card " + c.name, d);
+    if (out.size() > before) ++bigger;
+  }
+  return out;
+}
+
+int run_fit(const FitOptions& o) {
+  const Deployment d = o.deployment.resolve();
+  const MemoryPlan p = plan_memory(d, o.context);
+  const ModelSpec& m = d.model;
+  nlohmann::json j = plan_json(d, p);
+  const auto alts = p.fits ? decltype(alternatives(d, o.context)){} : alternatives(d, o.context);
+  nlohmann::json alt_json = nlohmann::json::array();
+  for (const auto& [label, ap] : alts) {
+    alt_json.push_back({{"change", label}, {"kv_tokens", ap.kv_tokens},
+                        {"max_sequences_at_context", ap.max_sequences_at_context}});
+  }
+  j["alternatives"] = alt_json;
+
+  if (o.json != "-") {
+    std::cout << "capsim fit: " << m.name << " on " << d.tp << " x " << d.card.name << " (TP "
+              << d.tp << "), weights " << precision_name(d.weights) << ", KV cache "
+              << precision_name(d.kv_cache) << ", engine " << d.engine.name << "\n\n";
+    std::cout << "  model: " << fmt("%.2f", m.total_params() / 1e9) << "B parameters";
+    if (m.is_moe()) std::cout << " (" << fmt("%.2f", m.active_params() / 1e9) << "B active per token)";
+    std::cout << "; weights " << units::format_bytes(m.weight_bytes(d.weights)) << " ("
+              << units::format_bytes_gib(m.weight_bytes(d.weights)) << ") in "
+              << precision_name(d.weights) << "; KV cache "
+              << fmt("%.1f", m.kv_bytes_per_token(d.kv_cache) / 1024) << " KiB per token\n\n";
+    TextTable t({"per GPU", "GiB", "GB", "note"});
+    t.row({"visible memory", fmt("%.2f", gib(p.visible)), fmt("%.2f", p.visible / 1e9),
+           "what the driver reports"});
+    t.row({"budget", fmt("%.2f", gib(p.budget)), fmt("%.2f", p.budget / 1e9),
+           "gpu_memory_utilization " + fmt("%.2f", d.limits.gpu_memory_utilization) + " x visible"});
+    t.row({"- weights", fmt("%.2f", gib(p.weights)), fmt("%.2f", p.weights / 1e9),
+           std::string(precision_name(d.weights)) + (d.tp > 1 ? ", 1/" + std::to_string(d.tp) + " per GPU" : "")});
+    t.row({"- activations", fmt("%.2f", gib(p.activations)), fmt("%.2f", p.activations / 1e9),
+           "peak at max_num_batched_tokens " + std::to_string(d.limits.max_num_batched_tokens)});
+    t.row({"- runtime", fmt("%.2f", gib(p.runtime)), fmt("%.2f", p.runtime / 1e9),
+           "NCCL, cuBLAS, allocator (" + d.engine.name + ")"});
+    t.row({"= KV cache", fmt("%.2f", gib(p.kv_cache)), fmt("%.2f", p.kv_cache / 1e9),
+           p.kv_cache > 0 ? "what remains" : "nothing remains"});
+    t.row({"outside budget", fmt("%.2f", gib(p.outside_budget)), fmt("%.2f", p.outside_budget / 1e9),
+           "CUDA context and graphs, in the headroom"});
+    t.print(std::cout);
+    std::cout << "\n";
+    if (p.fits) {
+      std::cout << "  fits. KV cache: " << p.kv_blocks << " blocks of " << d.limits.block_size
+                << " tokens = " << p.kv_tokens << " tokens ("
+                << fmt("%.1f", p.kv_bytes_per_token_per_gpu / 1024) << " KiB per token per GPU)\n";
+      std::cout << "  concurrent sequences of " << o.context << " tokens: "
+                << p.max_sequences_at_context << " (KV-limited; max_num_seqs "
+                << d.limits.max_num_seqs << ")\n";
+      if (m.max_context > p.kv_tokens) {
+        std::cout << "  note: the model's context (" << m.max_context
+                  << " tokens) exceeds the KV cache; vLLM needs --max-model-len <= " << p.kv_tokens
+                  << "\n";
+      }
+      if (p.outside_budget > p.visible - p.budget) {
+        std::cout << "  warning: context and CUDA graphs (" << units::format_bytes_gib(p.outside_budget)
+                  << ") exceed the headroom (" << units::format_bytes_gib(p.visible - p.budget)
+                  << "); lower --gpu-memory-utilization\n";
+      }
+    } else {
+      std::cout << "  does not fit: " << p.reason << ".\n  short by "
+                << units::format_bytes_gib(p.shortfall) << " per GPU ("
+                << units::format_bytes(p.shortfall) << ").\n";
+      if (alts.empty()) {
+        std::cout << "  nothing in reach fits: no smaller precision, TP up to 8, or catalogue card\n";
+      } else {
+        std::cout << "  what would fit:\n";
+        for (const auto& [label, ap] : alts) {
+          std::cout << "    " << label << ": " << ap.kv_tokens << " KV tokens, "
+                    << ap.max_sequences_at_context << " sequences of " << o.context << " tokens\n";
+        }
+      }
+    }
+  }
+  if (!o.json.empty()) write_json(o.json, j);
+  return p.fits ? 0 : 1;
+}
+
+}  // namespace
+
+void add_fit_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<FitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "fit", "does a model fit on a card: memory breakdown, KV capacity, what would fit");
+  cmd->footer(
+      "examples:\n"
+      "  capsim fit --model llama-3.1-8b --card h100-sxm\n"
+      "  capsim fit --model llama-3.1-70b --card rtx-4090          # does not fit: says what would\n"
+      "  capsim fit --model mixtral-8x7b --card a100-80gb-sxm --tp 2 --kv-cache fp8 --context 8192\n"
+      "exit status: 0 fits, 1 does not fit, 2 bad input");
+  opts->deployment.add_to(*cmd);
+  cmd->add_option("--context,--max-model-len", opts->context,
+                  "sequence length (prompt + output) for the concurrency figure")
+      ->capture_default_str()
+      ->check(CLI::Range(1LL, 100'000'000LL));
+  cmd->add_option("--json", opts->json, "also write the result as JSON to FILE ('-' = stdout only)");
+  cmd->callback([opts, &exit_code] { exit_code = run_fit(*opts); });
+}
+
+}  // namespace capsim::cli

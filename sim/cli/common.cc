@@ -1,0 +1,101 @@
+#include "sim/cli/common.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "sim/core/error.h"
+
+namespace capsim::cli {
+namespace {
+
+std::string& data_dir_storage() {
+  static std::string dir;
+  return dir;
+}
+
+}  // namespace
+
+std::string data_dir() {
+  if (!data_dir_storage().empty()) return data_dir_storage();
+  if (const char* env = std::getenv("CAPSIM_DATA_DIR"); env && *env) return env;
+  return CAPSIM_DATA_DIR;
+}
+
+void set_data_dir(const std::string& dir) { data_dir_storage() = dir; }
+
+const CardCatalogue& cards() {
+  static const CardCatalogue c = CardCatalogue::load_dir(data_dir() + "/calibration/cards");
+  return c;
+}
+
+const ModelCatalogue& models() {
+  static const ModelCatalogue m = ModelCatalogue::load_dir(data_dir() + "/models");
+  return m;
+}
+
+const EngineCatalogue& engines() {
+  static const EngineCatalogue e = EngineCatalogue::load_dir(data_dir() + "/calibration/engines");
+  return e;
+}
+
+void DeploymentFlags::add_to(CLI::App& app, bool with_limits) {
+  app.add_option("--model,-m", model,
+                 "model: catalogue name (capsim list models), Hugging Face id, or config.json path")
+      ->capture_default_str();
+  app.add_option("--card,-c", card, "card type (capsim list cards) or a card .yaml path")
+      ->capture_default_str();
+  app.add_option("--tp,--tensor-parallel-size", tp, "tensor-parallel GPUs per replica")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--weights,--dtype", weights,
+                 "weight precision: auto (bf16, or fp16 where the card lacks bf16), fp32, bf16, "
+                 "fp16, fp8, int8, int4")
+      ->capture_default_str();
+  app.add_option("--kv-cache,--kv-cache-dtype", kv_cache,
+                 "KV-cache precision: auto (the 16-bit type of the card), bf16, fp16, fp8")
+      ->capture_default_str();
+  app.add_option("--engine", engine, "serving engine profile (capsim list engines)")
+      ->capture_default_str();
+  if (!with_limits) return;
+  app.add_option("--max-num-seqs", max_num_seqs,
+                 "most sequences per step (vLLM default: 1024 on >=70 GiB non-A100 GPUs, else 256)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-num-batched-tokens", max_num_batched_tokens,
+                 "token budget per step (vLLM default: 8192 on >=70 GiB non-A100 GPUs, else 2048)")
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--block-size", block_size, "KV-cache block size in tokens (vLLM: 16)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                 "fraction of GPU memory the engine may use (vLLM: 0.9)")
+      ->check(CLI::Range(0.05, 1.0));
+}
+
+Deployment DeploymentFlags::resolve() const {
+  Deployment d;
+  d.card = cards().find(card);
+  d.model = models().find(model);
+  d.engine = engines().find(engine);
+  d.tp = tp;
+  const Precision half = native_half(d.card);
+  d.weights = weights == "auto" ? half : parse_precision(weights, "--weights");
+  if (kv_cache == "auto") {
+    d.kv_cache = (d.weights == Precision::kFp32) ? Precision::kFp32 : half;
+  } else {
+    d.kv_cache = parse_precision(kv_cache, "--kv-cache");
+  }
+  d.limits = default_limits(d.card, d.engine);
+  if (max_num_seqs) d.limits.max_num_seqs = *max_num_seqs;
+  if (max_num_batched_tokens) d.limits.max_num_batched_tokens = *max_num_batched_tokens;
+  if (block_size) d.limits.block_size = *block_size;
+  if (gpu_memory_utilization) d.limits.gpu_memory_utilization = *gpu_memory_utilization;
+  d.validate();
+  return d;
+}
+
+int report_error(const std::exception& e) {
+  std::cerr << "capsim: error: " << e.what() << "\n";
+  return 2;
+}
+
+}  // namespace capsim::cli

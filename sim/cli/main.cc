@@ -1,0 +1,29 @@
+// capsim: an LLM inference-server capacity simulator. One visible table of subcommands.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "sim/cli/commands.h"
+#include "sim/cli/common.h"
+#include "sim/core/error.h"
+
+int main(int argc, char** argv) {
+  using namespace capsim::cli;
+  CLI::App app{"capsim: how many GPUs of which type serve model M to N users, and at what cost"};
+  app.require_subcommand(0, 1);
+  std::string data;
+  app.add_option("--data-dir", data, "where calibration/, models/ and workloads/ live");
+  int exit_code = 0;
+  add_fit_command(app, exit_code);
+  add_roofline_command(app, exit_code);
+  add_list_command(app, exit_code);
+  app.footer("run `capsim <command> --help` for a command's flags and examples");
+  try {
+    app.parse(argc, argv);
+    if (!data.empty()) set_data_dir(data);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    return report_error(e);
+  }
+  return exit_code;
+}

@@ -1,0 +1,121 @@
+#include "sim/core/yaml_fields.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "sim/core/error.h"
+
+namespace capsim {
+
+YamlDoc YamlDoc::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot read file");
+  std::stringstream text;
+  text << in.rdbuf();
+  YamlDoc doc;
+  doc.path_ = path;
+  try {
+    doc.root_ = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  }
+  if (!doc.root_.IsMap()) throw Error(path + ": expected a mapping of fields at the top level");
+  if (const auto refs = doc.root_["references"]) {
+    if (!refs.IsMap()) throw Error(path + ": references: expected a mapping key -> citation");
+    for (const auto& kv : refs) {
+      doc.references_[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    }
+  }
+  return doc;
+}
+
+YAML::Node YamlDoc::find(const std::string& field) const {
+  YAML::Node node = YAML::Clone(root_);
+  std::size_t start = 0;
+  while (start <= field.size()) {
+    const std::size_t dot = field.find('.', start);
+    const std::string key = field.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node child = node[key];
+    if (!child) return YAML::Node(YAML::NodeType::Undefined);
+    node = child;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return node;
+}
+
+std::string YamlDoc::string(const std::string& field) const {
+  auto v = optional_string(field);
+  if (!v) throw Error(where(field) + ": missing (required)");
+  return *v;
+}
+
+std::optional<std::string> YamlDoc::optional_string(const std::string& field) const {
+  const YAML::Node n = find(field);
+  if (!n || n.IsNull()) return std::nullopt;
+  if (!n.IsScalar()) throw Error(where(field) + ": expected a single value");
+  return n.as<std::string>();
+}
+
+double parse_number(const std::string& text, const std::string& where) {
+  double v = 0;
+  const char* b = text.data();
+  const char* e = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || ptr != e || !std::isfinite(v)) {
+    throw Error(where + ": '" + text + "' is not a plain number (no unit expected here)");
+  }
+  if (v < 0) throw Error(where + ": '" + text + "' is negative; expected a number >= 0");
+  return v;
+}
+
+std::optional<double> YamlDoc::optional_quantity(const std::string& field,
+                                                 std::optional<units::Kind> kind) const {
+  const YAML::Node n = find(field);
+  if (!n) return std::nullopt;
+  if (!n.IsMap() || !n["value"]) {
+    throw Error(where(field) + ": expected {value: <number" + (kind ? "><unit>" : ">") +
+                ", source: <key of references>}");
+  }
+  const std::string src = n["source"] ? n["source"].as<std::string>() : "";
+  if (src.empty()) throw Error(where(field) + ": missing source (every number needs one)");
+  if (!references_.count(src)) {
+    std::string keys;
+    for (const auto& [k, _] : references_) keys += (keys.empty() ? "" : ", ") + k;
+    throw Error(where(field) + ": source '" + src + "' is not a key of references (have: " +
+                keys + ")");
+  }
+  const std::string text = n["value"].as<std::string>();
+  if (kind) return units::parse(text, *kind, where(field));
+  return parse_number(text, where(field));
+}
+
+double YamlDoc::quantity(const std::string& field, std::optional<units::Kind> kind) const {
+  auto v = optional_quantity(field, kind);
+  if (!v) throw Error(where(field) + ": missing (required)");
+  return *v;
+}
+
+bool YamlDoc::flag(const std::string& field) const {
+  const YAML::Node n = find(field);
+  if (!n || !n.IsMap() || !n["value"]) {
+    throw Error(where(field) + ": expected {value: true|false, source: <key of references>}");
+  }
+  const std::string text = n["value"].as<std::string>();
+  if (text == "true") return true;
+  if (text == "false") return false;
+  throw Error(where(field) + ": '" + text + "' is not a boolean; accepted: true, false");
+}
+
+std::string YamlDoc::source_of(const std::string& field) const {
+  const YAML::Node n = find(field);
+  if (!n || !n.IsMap() || !n["source"]) return "";
+  const auto it = references_.find(n["source"].as<std::string>());
+  return it == references_.end() ? "" : it->second;
+}
+
+}  // namespace capsim

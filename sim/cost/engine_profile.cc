@@ -1,0 +1,77 @@
+#include "sim/cost/engine_profile.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "sim/core/error.h"
+#include "sim/core/yaml_fields.h"
+
+namespace capsim {
+
+EngineProfile EngineCatalogue::load_file(const std::string& path) {
+  const YamlDoc doc = YamlDoc::load(path);
+  using units::Kind;
+  EngineProfile e;
+  e.file = path;
+  e.name = doc.string("name");
+  e.display_name = doc.optional_string("display_name").value_or(e.name);
+  e.step_overhead_s = doc.quantity("overhead.step", Kind::kTime);
+  e.per_sequence_overhead_s = doc.quantity("overhead.per_sequence", Kind::kTime);
+  e.compute_efficiency_scale = doc.quantity("kernels.compute_efficiency_scale", std::nullopt);
+  e.bandwidth_efficiency_scale = doc.quantity("kernels.bandwidth_efficiency_scale", std::nullopt);
+  e.attention_compute_scale = doc.quantity("kernels.attention_compute_scale", std::nullopt);
+  e.allreduce_latency_nvlink_s = doc.quantity("communication.allreduce_latency_nvlink", Kind::kTime);
+  e.allreduce_latency_pcie_s = doc.quantity("communication.allreduce_latency_pcie", Kind::kTime);
+  e.runtime_memory_bytes = doc.quantity("memory.runtime", Kind::kBytes);
+  e.runtime_memory_tp_extra_bytes = doc.quantity("memory.runtime_tp_extra", Kind::kBytes);
+  e.outside_budget_bytes = doc.quantity("memory.outside_budget", Kind::kBytes);
+  e.block_size = static_cast<int>(doc.quantity("defaults.block_size", std::nullopt));
+  e.gpu_memory_utilization = doc.quantity("defaults.gpu_memory_utilization", std::nullopt);
+  e.prefix_caching = doc.flag("defaults.enable_prefix_caching");
+  e.chunked_prefill = doc.flag("defaults.enable_chunked_prefill");
+  for (const char* f : {"kernels.compute_efficiency_scale", "kernels.bandwidth_efficiency_scale",
+                        "kernels.attention_compute_scale"}) {
+    const double v = doc.quantity(f, std::nullopt);
+    if (v <= 0 || v > 1.5) throw Error(doc.where(f) + ": " + std::to_string(v) +
+                                       " is outside the accepted range (0, 1.5]");
+  }
+  if (e.gpu_memory_utilization <= 0 || e.gpu_memory_utilization > 1) {
+    throw Error(doc.where("defaults.gpu_memory_utilization") + ": must be in (0, 1]");
+  }
+  if (e.block_size < 1) throw Error(doc.where("defaults.block_size") + ": must be >= 1");
+  for (const char* f : {"overhead.step", "overhead.per_sequence", "memory.runtime",
+                        "memory.runtime_tp_extra", "memory.outside_budget", "kernels.compute_efficiency_scale",
+                        "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale", "communication.allreduce_latency_nvlink",
+                        "communication.allreduce_latency_pcie"}) {
+    e.sources[f] = doc.source_of(f);
+  }
+  return e;
+}
+
+EngineCatalogue EngineCatalogue::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw Error(dir + ": engine catalogue directory not found");
+  std::vector<std::string> files;
+  for (const auto& ent : fs::directory_iterator(dir)) {
+    if (ent.path().extension() == ".yaml") files.push_back(ent.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  EngineCatalogue cat;
+  for (const auto& f : files) cat.engines_.push_back(load_file(f));
+  return cat;
+}
+
+std::vector<std::string> EngineCatalogue::names() const {
+  std::vector<std::string> out;
+  for (const auto& e : engines_) out.push_back(e.name);
+  return out;
+}
+
+const EngineProfile& EngineCatalogue::find(const std::string& name) const {
+  for (const auto& e : engines_) {
+    if (e.name == name) return e;
+  }
+  throw Error(unknown_name_message("engine", name, names()));
+}
+
+}  // namespace capsim

@@ -1,0 +1,63 @@
+// A serving engine's profile (vLLM, TensorRT-LLM, LMDeploy TurboMind): the fixed costs it adds
+// to every step, the kernel efficiency it reaches relative to the card's defaults, its memory
+// overheads, and its scheduler defaults. Read from calibration/engines/<name>.yaml
+// (docs/data-formats.md#engines).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace capsim {
+
+struct EngineProfile {
+  std::string name;
+  std::string display_name;
+  std::string file;
+
+  // Per step: scheduling, input preparation, sampling and the GPU->CPU sync (seconds).
+  double step_overhead_s = 0;
+  // Per sequence in the batch per step (bookkeeping, sampling, detokenisation), seconds.
+  double per_sequence_overhead_s = 0;
+  // Multipliers on the card's default efficiencies (1 = as the card file says).
+  double compute_efficiency_scale = 1;
+  double bandwidth_efficiency_scale = 1;
+  // Attention kernels reach this fraction of the card's GEMM compute efficiency.
+  double attention_compute_scale = 1;
+
+  // Latency of one small all-reduce (seconds): over NVLink/P2P (custom all-reduce kernels) and
+  // over PCIe through NCCL.
+  double allreduce_latency_nvlink_s = 10e-6;
+  double allreduce_latency_pcie_s = 30e-6;
+
+  // Memory the engine uses on each GPU besides weights, activations and KV (bytes): NCCL and
+  // cuBLAS workspaces, allocator fragmentation. Counted inside gpu_memory_utilization.
+  double runtime_memory_bytes = 0;
+  // Extra per-GPU runtime memory when TP > 1 (NCCL communicators, custom all-reduce buffers).
+  double runtime_memory_tp_extra_bytes = 0;
+  // Memory outside the budget, in the 1 - gpu_memory_utilization headroom: CUDA context and
+  // captured graphs (bytes, per GPU).
+  double outside_budget_bytes = 0;
+
+  // Scheduler defaults (vLLM names).
+  int block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  bool prefix_caching = true;
+  bool chunked_prefill = true;
+
+  std::map<std::string, std::string> sources;  // field -> citation
+};
+
+class EngineCatalogue {
+ public:
+  static EngineCatalogue load_dir(const std::string& dir);
+  static EngineProfile load_file(const std::string& path);
+  const EngineProfile& find(const std::string& name) const;  // throws with accepted names
+  std::vector<std::string> names() const;
+  const std::vector<EngineProfile>& engines() const { return engines_; }
+
+ private:
+  std::vector<EngineProfile> engines_;
+};
+
+}  // namespace capsim

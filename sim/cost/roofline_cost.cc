@@ -1,0 +1,180 @@
+#include "sim/cost/roofline_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace capsim {
+
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::kCompute: return "compute";
+    case Bound::kMemory: return "memory";
+    case Bound::kCommunication: return "communication";
+    case Bound::kOverhead: return "overhead";
+    case Bound::kFloor: return "kernel floor";
+  }
+  return "?";
+}
+
+namespace {
+
+// Bytes per parameter of a quantised linear layer, as ModelSpec::weight_bytes counts them
+// (scales included; per-channel scales are negligible at this granularity).
+double linear_bytes_per_param(Precision w) {
+  switch (w) {
+    case Precision::kFp32:
+    case Precision::kTf32: return 4;
+    case Precision::kFp16:
+    case Precision::kBf16: return 2;
+    case Precision::kFp8:
+    case Precision::kInt8: return 1;
+    case Precision::kInt4: return 0.5 + 4.0 / 128.0;
+  }
+  return 2;
+}
+
+}  // namespace
+
+RooflineCost::RooflineCost(const Deployment& d) {
+  const ModelSpec& m = d.model;
+  tp_ = d.tp;
+  const double tp = d.tp;
+  hidden_ = static_cast<double>(m.hidden);
+  layers_ = static_cast<double>(m.layers);
+  dense_layers_ = static_cast<double>(m.dense_layers);
+  moe_layers_ = static_cast<double>(m.moe_layers);
+  experts_ = static_cast<double>(m.experts);
+  experts_per_token_ = static_cast<double>(m.experts_per_token);
+
+  // Split the attention block's parameters into the projections before and after attention.
+  const double attn = static_cast<double>(m.attention_params_per_layer());
+  if (m.attention == AttentionKind::kLatent) {
+    o_params_ = static_cast<double>(m.heads * m.v_head_dim * m.hidden) / tp;
+  } else {
+    o_params_ = static_cast<double>(m.heads * m.head_dim * m.hidden) / tp;
+  }
+  qkv_params_ = attn / tp - o_params_;
+  dense_mlp_params_ = static_cast<double>(m.dense_mlp_params()) / tp;
+  expert_params_ = static_cast<double>(m.expert_params()) / tp;
+  shared_params_ = static_cast<double>(m.shared_expert_params()) / tp;
+  router_params_ = static_cast<double>(m.router_params());
+  lm_head_params_ = static_cast<double>(m.vocab * m.hidden) / tp;
+  linear_bytes_per_param_ = linear_bytes_per_param(d.weights);
+  kv_bytes_per_token_layer_ = m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache);
+  const double heads_per_rank = static_cast<double>(m.heads) / tp;
+  if (m.attention == AttentionKind::kLatent) {
+    attention_flops_per_pair_ =
+        2.0 * heads_per_rank * static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim);
+  } else {
+    attention_flops_per_pair_ = 4.0 * heads_per_rank * static_cast<double>(m.head_dim);
+  }
+
+  const Card& c = d.card;
+  const EngineProfile& e = d.engine;
+  peak_flops_ = c.peak(d.compute_precision());
+  peak_bandwidth_ = c.memory_bandwidth;
+  gemm_rate_ = peak_flops_ * std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale);
+  attention_rate_ = c.peak(native_half(c)) *
+                    std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale *
+                                      e.attention_compute_scale);
+  bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
+  kernel_floor_ = c.kernel_floor_s;
+
+  // Link: NVLink inside its domain, otherwise PCIe (halved without peer-to-peer, since data is
+  // staged through host memory). NCCL reaches ~80% of the per-direction link rate.
+  constexpr double kLinkEfficiency = 0.8;
+  if (d.tp > 1) {
+    const bool nvlink = c.nvlink_bandwidth > 0 && d.tp <= c.nvlink_gpus;
+    if (nvlink) {
+      link_bandwidth_ = c.nvlink_bandwidth / 2 * kLinkEfficiency;
+      allreduce_latency_ = e.allreduce_latency_nvlink_s;
+    } else {
+      link_bandwidth_ = c.pcie_bandwidth() * kLinkEfficiency * (c.peer_to_peer ? 1.0 : 0.5);
+      allreduce_latency_ = e.allreduce_latency_pcie_s;
+    }
+  }
+  step_overhead_ = e.step_overhead_s;
+  per_sequence_overhead_ = e.per_sequence_overhead_s;
+}
+
+StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
+  StepBreakdown out;
+  if (b.empty()) return out;
+  const double t = static_cast<double>(b.tokens());
+  const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
+                       double repeat) {
+    const double c = flops / rate;
+    const double mem = bytes / bandwidth_;
+    const double floor = kernels * kernel_floor_;
+    const double s = std::max({c, mem, floor}) * repeat;
+    Bound bound = c >= mem ? Bound::kCompute : Bound::kMemory;
+    if (floor > c && floor > mem) bound = Bound::kFloor;
+    out.seconds += s;
+    out.flops += flops * repeat;
+    out.bytes += bytes * repeat;
+    if (bound == Bound::kCompute) out.compute_s += s; else out.memory_s += s;
+    if (keep) out.groups.push_back({group, flops * repeat, bytes * repeat, c * repeat, mem * repeat, s, bound});
+  };
+  const double act = 2.0;  // bytes per activation element (16-bit)
+  const double wb = linear_bytes_per_param_;
+
+  // Per layer, all layers alike.
+  add("qkv_proj", 2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_);
+  if (b.prefill_tokens > 0) {
+    add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
+        (b.prefill_kv_tokens + static_cast<double>(b.prefill_tokens)) * kv_bytes_per_token_layer_,
+        attention_rate_, 1, layers_);
+  }
+  if (b.decode_sequences > 0) {
+    add("attention_decode", attention_flops_per_pair_ * b.decode_context_tokens,
+        b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, layers_);
+  }
+  add("o_proj", 2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_);
+  if (dense_layers_ > 0) {
+    add("mlp", 2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
+        gemm_rate_, 2, dense_layers_);
+  }
+  if (moe_layers_ > 0) {
+    // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
+    // experts a step reads is E (1 - (1 - k/E)^T).
+    const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
+    const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
+    const double bytes = (hit * expert_params_ + shared_params_) * wb + router_params_ * act +
+                         2 * t * hidden_ * act;
+    add("moe_mlp", flops, bytes, gemm_rate_, 3, moe_layers_);
+  }
+  // Norms, rotary embedding, activation function, residual adds: ~10 reads/writes of the hidden
+  // state per token per layer, in three fused kernels.
+  add("elementwise", 0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_);
+
+  // Once per step: the LM head for sequences that sample.
+  if (b.logit_sequences > 0) {
+    const double n = static_cast<double>(b.logit_sequences);
+    add("lm_head", 2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
+        gemm_rate_, 1, 1);
+  }
+
+  // Tensor parallelism: two all-reduces per layer of t x hidden 16-bit values.
+  if (tp_ > 1) {
+    const double bytes = t * hidden_ * act;
+    const double per = allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
+    const double s = per * 2 * layers_ + allreduce_latency_;  // + embedding all-reduce
+    out.seconds += s;
+    out.communication_s += s;
+    if (keep) out.groups.push_back({"all_reduce", 0, bytes * (2 * layers_ + 1), 0, 0, s, Bound::kCommunication});
+  }
+  const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());
+  out.seconds += overhead;
+  out.overhead_s += overhead;
+  if (keep) out.groups.push_back({"overhead", 0, 0, 0, 0, overhead, Bound::kOverhead});
+
+  out.mfu = out.flops / (peak_flops_ * out.seconds);
+  out.mbu = out.bytes / (peak_bandwidth_ * out.seconds);
+  return out;
+}
+
+double RooflineCost::seconds(const BatchShape& b) const { return compute(b, false).seconds; }
+
+StepBreakdown RooflineCost::breakdown(const BatchShape& b) const { return compute(b, true); }
+
+}  // namespace capsim

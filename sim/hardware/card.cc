@@ -1,0 +1,168 @@
+#include "sim/hardware/card.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+
+#include "sim/core/error.h"
+#include "sim/core/yaml_fields.h"
+
+namespace capsim {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+int whole(double v, const std::string& where) {
+  if (v != std::floor(v) || v > 1e6) throw Error(where + ": expected a whole number");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+double Card::peak(Precision p) const { return dense_peak.at(p); }
+
+double Card::pcie_bandwidth() const {
+  // Per-lane usable rate after encoding: gen3 0.985 GB/s, gen4 1.969, gen5 3.938 (PCI-SIG).
+  double per_lane = 0;
+  switch (pcie_generation) {
+    case 3: per_lane = 0.985e9; break;
+    case 4: per_lane = 1.969e9; break;
+    case 5: per_lane = 3.938e9; break;
+    case 6: per_lane = 7.563e9; break;
+    default: per_lane = 0.985e9; break;
+  }
+  return per_lane * pcie_lanes;
+}
+
+std::string Card::supported_precisions() const {
+  std::string out;
+  for (const auto p : all_precisions()) {
+    if (supports(p)) out += (out.empty() ? "" : ", ") + std::string(precision_name(p));
+  }
+  return out;
+}
+
+Card CardCatalogue::load_file(const std::string& path) {
+  const YamlDoc doc = YamlDoc::load(path);
+  Card c;
+  c.file = path;
+  c.name = doc.string("name");
+  c.display_name = doc.optional_string("display_name").value_or(c.name);
+  c.vendor = doc.optional_string("vendor").value_or("");
+  c.architecture = doc.optional_string("architecture").value_or("");
+  const std::string kind = doc.optional_string("kind").value_or("gpu");
+  if (kind != "gpu" && kind != "cpu") {
+    throw Error(doc.where("kind") + ": '" + kind + "' is not a card kind; accepted: gpu, cpu");
+  }
+  c.is_cpu = kind == "cpu";
+  if (const auto a = doc.find("aliases")) {
+    if (!a.IsSequence()) throw Error(doc.where("aliases") + ": expected a list of names");
+    for (const auto& x : a) c.aliases.push_back(x.as<std::string>());
+  }
+  using units::Kind;
+  c.memory_bytes = doc.quantity("memory", Kind::kBytes);
+  c.visible_memory_bytes =
+      doc.optional_quantity("memory_visible", Kind::kBytes).value_or(c.memory_bytes);
+  c.memory_bandwidth = doc.quantity("memory_bandwidth", Kind::kBandwidth);
+  if (c.memory_bytes <= 0) throw Error(doc.where("memory") + ": must be > 0");
+  if (c.memory_bandwidth <= 0) throw Error(doc.where("memory_bandwidth") + ": must be > 0");
+  if (c.visible_memory_bytes > c.memory_bytes * 1.1) {
+    throw Error(doc.where("memory_visible") + ": larger than memory");
+  }
+  const YAML::Node peaks = doc.find("dense_peak");
+  if (!peaks || !peaks.IsMap() || peaks.size() == 0) {
+    throw Error(doc.where("dense_peak") +
+                ": missing; expected a mapping precision -> {value: <rate>, source: <key>}");
+  }
+  for (const auto& kv : peaks) {
+    const std::string key = kv.first.as<std::string>();
+    const Precision p = parse_precision(key, doc.where("dense_peak." + key));
+    c.dense_peak[p] = doc.quantity("dense_peak." + key, Kind::kCompute);
+    c.sources["dense_peak." + key] = doc.source_of("dense_peak." + key);
+  }
+  c.nvlink_bandwidth =
+      doc.optional_quantity("interconnect.nvlink_bandwidth", Kind::kBandwidth).value_or(0);
+  c.nvlink_gpus = whole(doc.optional_quantity("interconnect.nvlink_gpus", std::nullopt)
+                            .value_or(c.nvlink_bandwidth > 0 ? 8 : 0),
+                        doc.where("interconnect.nvlink_gpus"));
+  c.pcie_generation = whole(doc.optional_quantity("interconnect.pcie_generation", std::nullopt)
+                                .value_or(4),
+                            doc.where("interconnect.pcie_generation"));
+  c.pcie_lanes = whole(doc.optional_quantity("interconnect.pcie_lanes", std::nullopt).value_or(16),
+                       doc.where("interconnect.pcie_lanes"));
+  c.peer_to_peer = doc.has("interconnect.peer_to_peer") && doc.flag("interconnect.peer_to_peer");
+  c.tdp_watts = doc.quantity("tdp", Kind::kPower);
+  c.ecc = doc.flag("ecc");
+  c.mig_instances = whole(doc.optional_quantity("mig_instances", std::nullopt).value_or(0),
+                          doc.where("mig_instances"));
+  c.bandwidth_efficiency = doc.quantity("efficiency.memory_bandwidth", std::nullopt);
+  c.compute_efficiency = doc.quantity("efficiency.compute", std::nullopt);
+  c.kernel_floor_s = doc.optional_quantity("efficiency.kernel_floor", Kind::kTime).value_or(0);
+  for (const char* f : {"efficiency.memory_bandwidth", "efficiency.compute"}) {
+    const double v = doc.quantity(f, std::nullopt);
+    if (v <= 0 || v > 1) {
+      throw Error(doc.where(f) + ": " + std::to_string(v) + " is not a fraction in (0, 1]");
+    }
+  }
+  for (const char* f : {"memory", "memory_visible", "memory_bandwidth", "tdp",
+                        "interconnect.nvlink_bandwidth", "efficiency.memory_bandwidth",
+                        "efficiency.compute", "efficiency.kernel_floor"}) {
+    const std::string s = doc.source_of(f);
+    if (!s.empty()) c.sources[f] = s;
+  }
+  return c;
+}
+
+CardCatalogue CardCatalogue::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw Error(dir + ": card catalogue directory not found");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  CardCatalogue cat;
+  std::map<std::string, std::string> owner;  // lower-case name or alias -> file
+  for (const auto& f : files) {
+    Card c = load_file(f);
+    std::vector<std::string> keys = {c.name};
+    keys.insert(keys.end(), c.aliases.begin(), c.aliases.end());
+    for (const auto& k : keys) {
+      auto [it, fresh] = owner.emplace(lower(k), f);
+      if (!fresh) throw Error(f + ": name or alias '" + k + "' is also used by " + it->second);
+    }
+    cat.cards_.push_back(std::move(c));
+  }
+  return cat;
+}
+
+std::vector<std::string> CardCatalogue::names() const {
+  std::vector<std::string> out;
+  for (const auto& c : cards_) out.push_back(c.name);
+  return out;
+}
+
+const Card& CardCatalogue::find(const std::string& wanted) const {
+  const std::string key = lower(wanted);
+  for (const auto& c : cards_) {
+    if (lower(c.name) == key) return c;
+  }
+  for (const auto& c : cards_) {
+    for (const auto& a : c.aliases) {
+      if (lower(a) == key) return c;
+    }
+  }
+  if (wanted.size() > 5 && wanted.substr(wanted.size() - 5) == ".yaml" &&
+      std::filesystem::exists(wanted)) {
+    extra_.push_back(load_file(wanted));
+    return extra_.back();
+  }
+  throw Error(unknown_name_message("card", wanted, names()));
+}
+
+}  // namespace capsim

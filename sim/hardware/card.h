@@ -1,0 +1,68 @@
+// A compute card (GPU or CPU server) as the cost model and memory plan need it, resolved to
+// plain SI numbers from calibration/cards/<name>.yaml (format: docs/data-formats.md#cards).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/hardware/precision.h"
+
+namespace capsim {
+
+struct Card {
+  std::string name;          // catalogue name, e.g. "h100-sxm"
+  std::string display_name;  // "NVIDIA H100 SXM5 80GB"
+  std::vector<std::string> aliases;
+  std::string vendor, architecture;
+  bool is_cpu = false;
+  std::string file;  // the YAML it came from
+
+  double memory_bytes = 0;         // datasheet capacity
+  double visible_memory_bytes = 0; // what the driver reports (torch total_memory); <= memory
+  double memory_bandwidth = 0;     // bytes/s, datasheet peak
+  std::map<Precision, double> dense_peak;  // operations/s; absent = unsupported
+  double nvlink_bandwidth = 0;     // bytes/s total per GPU (both directions); 0 = no NVLink
+  int nvlink_gpus = 0;             // GPUs joined all-to-all by NVLink (8 on SXM boards, 2 with a bridge)
+  int pcie_generation = 0;
+  int pcie_lanes = 16;
+  bool peer_to_peer = false;
+  double tdp_watts = 0;
+  bool ecc = false;
+  int mig_instances = 0;
+
+  double bandwidth_efficiency = 0.75;  // achieved / peak memory bandwidth
+  double compute_efficiency = 0.7;     // achieved / dense peak on large GEMMs
+  double kernel_floor_s = 0;           // minimum time of one operator-group kernel
+
+  std::map<std::string, std::string> sources;  // field -> citation
+
+  bool supports(Precision p) const { return dense_peak.count(p) != 0; }
+  double peak(Precision p) const;  // REQUIRES: supports(p)
+  // PCIe bandwidth per direction in bytes/s (x16: gen3 15.75, gen4 31.5, gen5 63 GB/s).
+  double pcie_bandwidth() const;
+  // The names of supported precisions, "fp32, fp16, ..." for messages.
+  std::string supported_precisions() const;
+};
+
+class CardCatalogue {
+ public:
+  // Loads every *.yaml in `dir`. Throws capsim::Error for a malformed file or duplicate names.
+  static CardCatalogue load_dir(const std::string& dir);
+  // Loads one card file (also usable for a user's own card file).
+  static Card load_file(const std::string& path);
+
+  // By name, alias (case-insensitive) or a path to a .yaml file. Unknown names throw with
+  // "did you mean" and the accepted names.
+  const Card& find(const std::string& name_or_path) const;
+  const std::vector<Card>& cards() const { return cards_; }
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<Card> cards_;
+  mutable std::deque<Card> extra_;  // cards loaded by path on demand
+};
+
+}  // namespace capsim

@@ -1,0 +1,58 @@
+#include "sim/hardware/precision.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "sim/core/error.h"
+
+namespace capsim {
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+    case Precision::kInt8: return "int8";
+    case Precision::kInt4: return "int4";
+  }
+  return "?";
+}
+
+const std::vector<Precision>& all_precisions() {
+  static const std::vector<Precision> all = {Precision::kFp32, Precision::kTf32, Precision::kFp16,
+                                             Precision::kBf16, Precision::kFp8,  Precision::kInt8,
+                                             Precision::kInt4};
+  return all;
+}
+
+Precision parse_precision(std::string_view text, std::string_view where) {
+  std::string t(text);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (t == "fp32" || t == "float32") return Precision::kFp32;
+  if (t == "tf32") return Precision::kTf32;
+  if (t == "fp16" || t == "float16" || t == "half") return Precision::kFp16;
+  if (t == "bf16" || t == "bfloat16") return Precision::kBf16;
+  if (t == "fp8" || t == "fp8_e4m3" || t == "fp8_e5m2") return Precision::kFp8;
+  if (t == "int8" || t == "w8a8") return Precision::kInt8;
+  if (t == "int4" || t == "awq" || t == "gptq" || t == "w4a16") return Precision::kInt4;
+  throw Error(std::string(where) + ": unknown precision '" + std::string(text) +
+              "'; accepted: fp32, tf32, fp16, bf16, fp8, int8, int4 (also float16, bfloat16, "
+              "fp8_e4m3, fp8_e5m2, awq, gptq)");
+}
+
+double element_bytes(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+    case Precision::kTf32: return 4;
+    case Precision::kFp16:
+    case Precision::kBf16: return 2;
+    case Precision::kFp8:
+    case Precision::kInt8: return 1;
+    case Precision::kInt4: return 0.5;
+  }
+  return 2;
+}
+
+}  // namespace capsim

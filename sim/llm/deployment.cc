@@ -1,0 +1,76 @@
+#include "sim/llm/deployment.h"
+
+#include "sim/core/error.h"
+
+namespace capsim {
+
+SchedulerLimits default_limits(const Card& card, const EngineProfile& engine) {
+  SchedulerLimits l;
+  const bool big = card.visible_memory_bytes >= 70.0 * 1073741824.0 &&
+                   card.name.find("a100") == std::string::npos && !card.is_cpu;
+  l.max_num_batched_tokens = big ? 8192 : 2048;
+  l.max_num_seqs = big ? 1024 : 256;
+  l.block_size = engine.block_size;
+  l.gpu_memory_utilization = engine.gpu_memory_utilization;
+  l.enable_prefix_caching = engine.prefix_caching;
+  l.enable_chunked_prefill = engine.chunked_prefill;
+  return l;
+}
+
+Precision native_half(const Card& card) {
+  return card.supports(Precision::kBf16) ? Precision::kBf16 : Precision::kFp16;
+}
+
+Precision Deployment::compute_precision() const {
+  switch (weights) {
+    case Precision::kFp8:
+      return card.supports(Precision::kFp8) ? Precision::kFp8 : native_half(card);
+    case Precision::kInt8:
+      return card.supports(Precision::kInt8) ? Precision::kInt8 : native_half(card);
+    case Precision::kInt4: return native_half(card);
+    case Precision::kFp32:
+    case Precision::kTf32: return card.supports(Precision::kFp32) ? Precision::kFp32 : weights;
+    default: return weights;
+  }
+}
+
+void Deployment::validate() const {
+  if (tp < 1 || tp > 64) {
+    throw Error("--tp: " + std::to_string(tp) + " is outside the accepted range 1..64");
+  }
+  if (model.heads % tp != 0) {
+    throw Error("--tp: " + std::to_string(tp) + " does not divide the " +
+                std::to_string(model.heads) + " attention heads of " + model.name +
+                "; accepted: a divisor of " + std::to_string(model.heads));
+  }
+  if ((weights == Precision::kBf16 || weights == Precision::kFp16) && !card.supports(weights)) {
+    throw Error("--weights: " + std::string(precision_name(weights)) + " is not supported on " +
+                card.name + " (" + card.file + ": dense_peak has " + card.supported_precisions() +
+                "); use --weights " + std::string(precision_name(native_half(card))));
+  }
+  if (weights == Precision::kTf32) {
+    throw Error("--weights: tf32 is a math mode, not a storage precision; accepted: fp32, "
+                "bf16, fp16, fp8, int8, int4");
+  }
+  if (kv_cache == Precision::kInt4 || kv_cache == Precision::kTf32 ||
+      kv_cache == Precision::kInt8) {
+    throw Error("--kv-cache: " + std::string(precision_name(kv_cache)) +
+                " is not a KV-cache precision capsim models; accepted: fp32, bf16, fp16, fp8");
+  }
+  if ((kv_cache == Precision::kBf16 || kv_cache == Precision::kFp16) &&
+      !card.supports(kv_cache)) {
+    throw Error("--kv-cache: " + std::string(precision_name(kv_cache)) + " is not supported on " +
+                card.name + "; use --kv-cache " + std::string(precision_name(native_half(card))) +
+                " or fp8");
+  }
+  if (!card.supports(compute_precision())) {
+    throw Error("--weights: " + std::string(precision_name(weights)) + " needs " +
+                std::string(precision_name(compute_precision())) + " math, which " + card.name +
+                " lacks; its dense_peak has " + card.supported_precisions());
+  }
+  if (tp > 1 && card.is_cpu) {
+    throw Error("--tp: tensor parallelism across CPU servers is not modelled; use --tp 1");
+  }
+}
+
+}  // namespace capsim

@@ -1,0 +1,49 @@
+// What runs where: a model on a card type with a tensor-parallel degree, precisions, an engine
+// profile and the engine's scheduler limits (named as vLLM names them).
+#pragma once
+
+#include <string>
+
+#include "sim/cost/engine_profile.h"
+#include "sim/hardware/card.h"
+#include "sim/hardware/precision.h"
+#include "sim/llm/model_spec.h"
+
+namespace capsim {
+
+struct SchedulerLimits {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  int block_size = 16;
+  double gpu_memory_utilization = 0.9;
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+};
+
+// vLLM's defaults for the OpenAI server (`vllm serve`): on a GPU with >= 70 GiB whose name is
+// not an A100 (H100, H200, MI300X, B200), max_num_batched_tokens 8192 and max_num_seqs 1024;
+// otherwise 2048 and 256 (vllm/engine/arg_utils.py EngineArgs batch defaults; PR #12369,
+// PR #17885). Block size and memory utilisation come from the engine profile.
+SchedulerLimits default_limits(const Card& card, const EngineProfile& engine);
+
+struct Deployment {
+  ModelSpec model;
+  Card card;
+  EngineProfile engine;
+  int tp = 1;
+  Precision weights = Precision::kBf16;
+  Precision kv_cache = Precision::kBf16;
+  SchedulerLimits limits;
+
+  // The precision tensor-core math runs at: fp8/int8 weights use fp8/int8 math only where the
+  // card has it (otherwise weight-only kernels dequantise to 16-bit); int4 is weight-only.
+  Precision compute_precision() const;
+  // Throws capsim::Error when the card cannot run this combination (e.g. bf16 on a T4, TP not
+  // dividing the attention heads, TP > 8).
+  void validate() const;
+};
+
+// The 16-bit type a card runs: bf16 where supported, else fp16.
+Precision native_half(const Card& card);
+
+}  // namespace capsim

@@ -1,0 +1,413 @@
+#include "sim/llm/model_spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/core/yaml_fields.h"
+
+namespace capsim {
+namespace {
+
+using nlohmann::json;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The first of `keys` present and non-null in `cfg`, as a positive integer.
+std::optional<std::int64_t> opt_int(const json& cfg, std::initializer_list<const char*> keys,
+                                    const std::string& file) {
+  for (const char* k : keys) {
+    const auto it = cfg.find(k);
+    if (it == cfg.end() || it->is_null()) continue;
+    if (!it->is_number_integer() && !(it->is_number() && std::floor(it->get<double>()) ==
+                                                            it->get<double>())) {
+      throw Error(file + ": " + k + ": expected a whole number, got " + it->dump());
+    }
+    const auto v = it->get<std::int64_t>();
+    if (v < 0) throw Error(file + ": " + k + ": " + std::to_string(v) + " is negative");
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::int64_t req_int(const json& cfg, std::initializer_list<const char*> keys,
+                     const std::string& file) {
+  if (auto v = opt_int(cfg, keys, file)) {
+    if (*v == 0) throw Error(file + ": " + *keys.begin() + ": must be > 0");
+    return *v;
+  }
+  throw Error(file + ": missing field '" + *keys.begin() +
+              "' (a Hugging Face config.json of a transformer has it)");
+}
+
+bool opt_bool(const json& cfg, const char* key, bool fallback) {
+  const auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return fallback;
+  return it->get<bool>();
+}
+
+// Defaults of `tie_word_embeddings` where a config omits it: the transformers config class of
+// each model_type sets its own default (PretrainedConfig: true; LlamaConfig etc.: false).
+bool default_tied(const std::string& model_type) {
+  static const std::vector<std::string> tied = {"gemma", "gemma2", "gemma3_text", "falcon",
+                                                "bert", "phi", "gpt2"};
+  return std::find(tied.begin(), tied.end(), model_type) != tied.end();
+}
+
+}  // namespace
+
+std::int64_t ModelSpec::attention_params_per_layer() const {
+  std::int64_t p = 0;
+  if (attention == AttentionKind::kLatent) {
+    const std::int64_t qk = qk_nope_head_dim + qk_rope_head_dim;
+    if (q_lora_rank > 0) {
+      p += hidden * q_lora_rank + q_lora_rank + q_lora_rank * heads * qk;  // q_a, norm, q_b
+    } else {
+      p += hidden * heads * qk;
+    }
+    p += hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank;  // kv_a + its norm
+    p += kv_lora_rank * heads * (qk_nope_head_dim + v_head_dim);    // kv_b
+    p += heads * v_head_dim * hidden;                                // o
+    return p;
+  }
+  const std::int64_t q = heads * head_dim, kv = kv_heads * head_dim;
+  p = hidden * q + 2 * hidden * kv + q * hidden;
+  if (attention_bias) p += q + 2 * kv;
+  if (output_bias) p += hidden;
+  p += qk_norm_params;
+  if (model_type == "gpt_oss") p += heads;  // attention sinks: one learned logit per head
+  return p;
+}
+
+std::int64_t ModelSpec::dense_mlp_params() const {
+  const std::int64_t mats = gated_mlp ? 3 : 2;
+  std::int64_t p = mats * hidden * intermediate;
+  if (output_bias) p += (gated_mlp ? 2 : 1) * intermediate + hidden;
+  return p;
+}
+
+std::int64_t ModelSpec::expert_params() const {
+  std::int64_t p = 3 * hidden * expert_intermediate;
+  if (output_bias) p += 2 * expert_intermediate + hidden;
+  return p;
+}
+
+std::int64_t ModelSpec::shared_expert_params() const {
+  if (shared_intermediate == 0) return 0;
+  std::int64_t p = 3 * hidden * shared_intermediate;
+  if (model_type == "qwen2_moe") p += hidden;  // shared_expert_gate: hidden -> 1
+  return p;
+}
+
+std::int64_t ModelSpec::router_params() const {
+  if (experts == 0) return 0;
+  return hidden * experts + (output_bias ? experts : 0);
+}
+
+std::int64_t ModelSpec::embedding_params() const { return vocab * hidden; }
+
+std::int64_t ModelSpec::lm_head_params() const {
+  if (encoder_only || tied_embeddings) return 0;
+  return vocab * hidden + (model_type == "gptj" ? vocab : 0);
+}
+
+std::int64_t ModelSpec::total_params() const {
+  const std::int64_t norms = layers * norms_per_layer * hidden + (encoder_only ? 0 : hidden);
+  std::int64_t p = embedding_params() + lm_head_params() + norms;
+  p += layers * attention_params_per_layer();
+  p += dense_layers * dense_mlp_params();
+  p += moe_layers * (experts * expert_params() + shared_expert_params() + router_params());
+  if (encoder_only) {
+    // BERT: position and token-type embeddings, embedding LayerNorm, pooler.
+    p += max_context * hidden + 2 * hidden + 2 * hidden + hidden * hidden + hidden;
+  }
+  if (model_type == "gptj") p += hidden;  // final LayerNorm has a bias too
+  return p + extra_params;
+}
+
+std::int64_t ModelSpec::active_params() const {
+  const std::int64_t inactive = moe_layers * (experts - experts_per_token) * expert_params();
+  return total_params() - inactive - extra_params;
+}
+
+std::int64_t ModelSpec::quantizable_params() const {
+  std::int64_t linear = 0;
+  if (attention == AttentionKind::kLatent) {
+    linear = attention_params_per_layer() - kv_lora_rank - (q_lora_rank > 0 ? q_lora_rank : 0);
+  } else {
+    linear = hidden * heads * head_dim * 2 + 2 * hidden * kv_heads * head_dim;
+  }
+  linear *= layers;
+  linear += dense_layers * (gated_mlp ? 3 : 2) * hidden * intermediate;
+  linear += moe_layers * (experts * 3 * hidden * expert_intermediate +
+                          3 * hidden * shared_intermediate);
+  return linear;
+}
+
+double ModelSpec::weight_bytes(Precision w) const {
+  const double q = static_cast<double>(quantizable_params());
+  const double rest = static_cast<double>(total_params() - quantizable_params());
+  // Output channels of the quantised matrices, for per-channel scales.
+  const double rows =
+      static_cast<double>(layers) * (heads * head_dim + 2 * kv_heads * head_dim + hidden) +
+      static_cast<double>(dense_layers) * ((gated_mlp ? 2 : 1) * intermediate + hidden) +
+      static_cast<double>(moe_layers) * (experts * (2 * expert_intermediate + hidden) +
+                                         (shared_intermediate ? 2 * shared_intermediate + hidden : 0));
+  switch (w) {
+    case Precision::kFp32:
+    case Precision::kTf32: return 4 * (q + rest);
+    case Precision::kFp16:
+    case Precision::kBf16: return 2 * (q + rest);
+    case Precision::kFp8:
+    case Precision::kInt8: return q + 4 * rows + 2 * rest;
+    case Precision::kInt4: return 0.5 * q + (q / 128.0) * 4 + 2 * rest;
+  }
+  return 2 * (q + rest);
+}
+
+double ModelSpec::kv_elements_per_token_per_layer(int tp) const {
+  if (attention == AttentionKind::kLatent) return kv_lora_rank + qk_rope_head_dim;
+  const std::int64_t per_rank = std::max<std::int64_t>(1, (kv_heads + tp - 1) / tp);
+  return 2.0 * static_cast<double>(per_rank * head_dim);
+}
+
+double ModelSpec::kv_bytes_per_token(Precision kv) const {
+  if (encoder_only) return 0;
+  return static_cast<double>(layers) * kv_elements_per_token_per_layer(1) * element_bytes(kv);
+}
+
+double ModelSpec::linear_flops_per_token() const {
+  std::int64_t linear = layers * attention_params_per_layer() + dense_layers * dense_mlp_params() +
+                        moe_layers * (experts_per_token * expert_params() +
+                                      shared_expert_params() + router_params());
+  return 2.0 * static_cast<double>(linear);
+}
+
+double ModelSpec::attention_flops_per_token(double context) const {
+  double per_layer = 0;
+  if (attention == AttentionKind::kLatent) {
+    per_layer = 2.0 * heads * (qk_nope_head_dim + qk_rope_head_dim + v_head_dim) * context;
+  } else {
+    per_layer = 4.0 * heads * head_dim * context;
+  }
+  return per_layer * static_cast<double>(layers);
+}
+
+ModelSpec load_model_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot read file");
+  std::stringstream text;
+  text << in.rdbuf();
+  json root;
+  try {
+    root = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    // Turn nlohmann's byte offset into a line number for the message.
+    const std::string s = text.str();
+    const std::size_t upto = std::min<std::size_t>(e.byte, s.size());
+    const auto line = 1 + std::count(s.begin(), s.begin() + static_cast<long>(upto), '\n');
+    throw Error(path + ":" + std::to_string(line) + ": malformed JSON: " + e.what());
+  }
+  if (!root.is_object()) throw Error(path + ": expected a JSON object (a config.json)");
+
+  ModelSpec m;
+  m.config_path = path;
+  m.name = path;
+  if (root.contains("_name_or_path") && root["_name_or_path"].is_string()) {
+    m.hf_id = root["_name_or_path"].get<std::string>();
+  }
+  // Multimodal configs (Llama 4) keep the language model under text_config.
+  const json& cfg = root.contains("text_config") && root["text_config"].is_object()
+                        ? root["text_config"]
+                        : root;
+  m.model_type = root.value("model_type", std::string());
+  if (m.model_type.empty()) throw Error(path + ": missing field 'model_type'");
+  if (&cfg != &root) m.model_type = cfg.value("model_type", m.model_type);
+
+  static const std::vector<std::string> supported = {
+      "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
+      "gemma2", "phi3", "phi", "falcon", "gptj", "bert", "llama4_text", "llama4", "gpt_oss",
+      "deepseek_v2", "deepseek_v3", "yi"};
+  if (std::find(supported.begin(), supported.end(), m.model_type) == supported.end()) {
+    std::string list;
+    for (const auto& s : supported) list += (list.empty() ? "" : ", ") + s;
+    throw Error(path + ": model_type '" + m.model_type + "' is not supported; accepted: " + list);
+  }
+  const std::string& t = m.model_type;
+  m.encoder_only = t == "bert";
+  m.hidden = req_int(cfg, {"hidden_size", "n_embd", "d_model"}, path);
+  m.layers = req_int(cfg, {"num_hidden_layers", "n_layer", "num_layers"}, path);
+  m.heads = req_int(cfg, {"num_attention_heads", "n_head"}, path);
+  m.kv_heads = opt_int(cfg, {"num_key_value_heads", "num_kv_heads"}, path).value_or(m.heads);
+  if (t == "falcon" && !opt_bool(cfg, "new_decoder_architecture", false) &&
+      opt_bool(cfg, "multi_query", true)) {
+    m.kv_heads = 1;
+  }
+  m.head_dim = opt_int(cfg, {"head_dim"}, path).value_or(m.hidden / m.heads);
+  m.vocab = req_int(cfg, {"vocab_size"}, path);
+  m.max_context =
+      opt_int(cfg, {"max_position_embeddings", "n_positions", "seq_length"}, path).value_or(4096);
+  m.tied_embeddings = root.contains("tie_word_embeddings")
+                          ? opt_bool(root, "tie_word_embeddings", default_tied(t))
+                          : opt_bool(cfg, "tie_word_embeddings", default_tied(t));
+  m.gated_mlp = !(t == "gptj" || t == "falcon" || t == "bert" || t == "phi");
+  m.attention_bias = t == "qwen2" || t == "qwen2_moe" || t == "bert" || t == "phi" ||
+                     opt_bool(cfg, "attention_bias", false) || opt_bool(cfg, "bias", false);
+  m.output_bias = t == "gpt_oss" || t == "bert" || t == "phi" || t == "gptj";
+  if (t == "gemma2") m.norms_per_layer = 4;
+  if (t == "gptj" || t == "falcon") m.norms_per_layer = 2;  // one LayerNorm with bias
+  if (t == "bert") m.norms_per_layer = 4;                   // two LayerNorms with bias
+  if (t == "qwen3" || t == "qwen3_moe") m.qk_norm_params = 2 * m.head_dim;
+  if (m.heads % m.kv_heads != 0) {
+    throw Error(path + ": num_key_value_heads (" + std::to_string(m.kv_heads) +
+                ") must divide num_attention_heads (" + std::to_string(m.heads) + ")");
+  }
+
+  const std::int64_t inter =
+      opt_int(cfg, {"intermediate_size", "n_inner", "ffn_hidden_size"}, path).value_or(4 * m.hidden);
+  m.intermediate = inter;
+
+  // Latent attention (DeepSeek-V2/V3).
+  if (t == "deepseek_v2" || t == "deepseek_v3") {
+    m.attention = AttentionKind::kLatent;
+    m.q_lora_rank = opt_int(cfg, {"q_lora_rank"}, path).value_or(0);
+    m.kv_lora_rank = req_int(cfg, {"kv_lora_rank"}, path);
+    m.qk_nope_head_dim = req_int(cfg, {"qk_nope_head_dim"}, path);
+    m.qk_rope_head_dim = req_int(cfg, {"qk_rope_head_dim"}, path);
+    m.v_head_dim = req_int(cfg, {"v_head_dim"}, path);
+    m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  }
+
+  // Mixture of experts.
+  m.experts = opt_int(cfg, {"num_local_experts", "num_experts", "n_routed_experts"}, path).value_or(0);
+  m.dense_layers = m.layers;
+  if (m.experts > 0) {
+    m.experts_per_token = req_int(cfg, {"num_experts_per_tok", "experts_per_token"}, path);
+    if (m.experts_per_token > m.experts) {
+      throw Error(path + ": num_experts_per_tok (" + std::to_string(m.experts_per_token) +
+                  ") exceeds the number of experts (" + std::to_string(m.experts) + ")");
+    }
+    m.expert_intermediate = opt_int(cfg, {"moe_intermediate_size"}, path).value_or(inter);
+    std::int64_t moe_layers = m.layers;
+    if (t == "deepseek_v2" || t == "deepseek_v3") {
+      const auto first_dense = opt_int(cfg, {"first_k_dense_replace"}, path).value_or(0);
+      moe_layers = m.layers - first_dense;
+      m.shared_intermediate =
+          opt_int(cfg, {"n_shared_experts"}, path).value_or(0) * m.expert_intermediate;
+    } else if (t == "qwen2_moe" || t == "qwen3_moe") {
+      const auto step = opt_int(cfg, {"decoder_sparse_step"}, path).value_or(1);
+      std::int64_t n = 0;
+      std::vector<std::int64_t> mlp_only;
+      if (cfg.contains("mlp_only_layers") && cfg["mlp_only_layers"].is_array()) {
+        for (const auto& x : cfg["mlp_only_layers"]) mlp_only.push_back(x.get<std::int64_t>());
+      }
+      for (std::int64_t i = 0; i < m.layers; ++i) {
+        const bool only = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+        if (!only && step > 0 && (i + 1) % step == 0) ++n;
+      }
+      moe_layers = n;
+      m.shared_intermediate = opt_int(cfg, {"shared_expert_intermediate_size"}, path).value_or(0);
+    } else if (t == "llama4_text" || t == "llama4") {
+      const auto step = opt_int(cfg, {"interleave_moe_layer_step"}, path).value_or(1);
+      moe_layers = step > 0 ? m.layers / step : 0;
+      m.shared_intermediate = m.expert_intermediate;  // one shared expert of the same size
+      m.intermediate = opt_int(cfg, {"intermediate_size_mlp"}, path).value_or(inter);
+    }
+    m.moe_layers = moe_layers;
+    m.dense_layers = m.layers - moe_layers;
+  }
+  if (&cfg != &root && root.contains("vision_config")) {
+    // The vision tower is not simulated; its weights still occupy memory. Without an exact
+    // count we use Llama 4's published ~0.87B (docs/cost-model.md#multimodal).
+    m.extra_params = 870'000'000;
+    m.extra_params_note = "vision tower, approximate";
+  }
+  return m;
+}
+
+ModelCatalogue ModelCatalogue::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw Error(dir + ": model catalogue directory not found");
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.is_directory() && fs::exists(e.path() / "model.yaml")) dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  ModelCatalogue cat;
+  for (const auto& d : dirs) {
+    const YamlDoc doc = YamlDoc::load((d / "model.yaml").string());
+    ModelEntry e;
+    e.name = doc.string("name");
+    e.hf_id = doc.optional_string("hf_id").value_or("");
+    e.source = doc.optional_string("source").value_or("");
+    e.dir = d.string();
+    if (const auto a = doc.find("aliases"); a && a.IsSequence()) {
+      for (const auto& x : a) e.aliases.push_back(x.as<std::string>());
+    }
+    if (const auto p = doc.find("published_parameters"); p && p.IsMap()) {
+      if (p["total"]) e.published_total = p["total"].as<double>();
+      if (p["active"]) e.published_active = p["active"].as<double>();
+    }
+    cat.entries_.push_back(std::move(e));
+  }
+  return cat;
+}
+
+std::vector<std::string> ModelCatalogue::names() const {
+  std::vector<std::string> out;
+  for (const auto& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+const ModelEntry* ModelCatalogue::entry(const std::string& wanted) const {
+  const std::string key = lower(wanted);
+  for (const auto& e : entries_) {
+    if (lower(e.name) == key || lower(e.hf_id) == key) return &e;
+  }
+  for (const auto& e : entries_) {
+    for (const auto& a : e.aliases) {
+      if (lower(a) == key) return &e;
+    }
+  }
+  return nullptr;
+}
+
+ModelSpec ModelCatalogue::find(const std::string& wanted) const {
+  namespace fs = std::filesystem;
+  if (const ModelEntry* e = entry(wanted)) {
+    ModelSpec m = load_model_config((fs::path(e->dir) / "config.json").string());
+    m.name = e->name;
+    m.hf_id = e->hf_id;
+    return m;
+  }
+  if (fs::is_regular_file(wanted)) return load_model_config(wanted);
+  if (fs::is_directory(wanted) && fs::exists(fs::path(wanted) / "config.json")) {
+    return load_model_config((fs::path(wanted) / "config.json").string());
+  }
+  std::vector<std::string> candidates = names();
+  for (const auto& e : entries_) {
+    if (!e.hf_id.empty()) candidates.push_back(e.hf_id);
+  }
+  const auto near = closest_matches(wanted, candidates);
+  std::string msg = "unknown model '" + wanted + "'";
+  if (!near.empty()) {
+    msg += "; did you mean: ";
+    for (std::size_t i = 0; i < near.size(); ++i) msg += (i ? ", " : "") + near[i];
+    msg += "?";
+  }
+  msg += "; accepted: a catalogue name (capsim list models), a Hugging Face id of one, or a "
+         "path to a config.json";
+  throw Error(msg);
+}
+
+}  // namespace capsim

@@ -1,0 +1,14 @@
+// Writing a command's JSON result: to stdout for "-", otherwise to a file that appears whole
+// or not at all (written beside it, then renamed).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace capsim {
+
+// Throws capsim::Error "--json: cannot write <path>: <reason>".
+void write_json(const std::string& path, const nlohmann::json& value);
+void write_text_file(const std::string& path, const std::string& text, const std::string& flag);
+
+}  // namespace capsim
