@@ -1,0 +1,170 @@
+#include "sim/core/stats.h"
+
+#include <algorithm>
+#include <cassert>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace capsim {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+// ---- StreamingStats ----
+
+void StreamingStats::add(double x) {
+  // Welford (1962): updating the mean and the sum of squared deviations incrementally
+  // avoids the catastrophic cancellation of sum(x^2) - n*mean^2 when the mean is large
+  // relative to the spread (e.g. timestamps, or latencies around a large constant).
+  ++count_;
+  const double delta = x - mean_;
+  mean_ += delta / static_cast<double>(count_);
+  m2_ += delta * (x - mean_);
+  if (count_ == 1) {
+    min_ = max_ = x;
+  } else {
+    min_ = std::min(min_, x);
+    max_ = std::max(max_, x);
+  }
+}
+
+void StreamingStats::merge(const StreamingStats& other) {
+  if (other.count_ == 0) return;
+  if (count_ == 0) {
+    *this = other;
+    return;
+  }
+  const double n_a = static_cast<double>(count_);
+  const double n_b = static_cast<double>(other.count_);
+  const double n = n_a + n_b;
+  const double delta = other.mean_ - mean_;
+  mean_ += delta * (n_b / n);
+  m2_ += other.m2_ + delta * delta * (n_a * n_b / n);
+  count_ += other.count_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+}
+
+double StreamingStats::mean() const { return count_ == 0 ? kNaN : mean_; }
+
+double StreamingStats::variance() const {
+  return count_ == 0 ? kNaN : m2_ / static_cast<double>(count_);
+}
+
+double StreamingStats::sample_variance() const {
+  return count_ < 2 ? kNaN : m2_ / static_cast<double>(count_ - 1);
+}
+
+double StreamingStats::stddev() const { return std::sqrt(variance()); }
+
+double StreamingStats::min() const { return count_ == 0 ? kNaN : min_; }
+
+double StreamingStats::max() const { return count_ == 0 ? kNaN : max_; }
+
+// ---- Samples ----
+
+void Samples::add(double x) {
+  values_.push_back(x);
+  sorted_ = false;
+}
+
+void Samples::sort_if_needed() const {
+  if (!sorted_) {
+    std::sort(values_.begin(), values_.end());
+    sorted_ = true;
+  }
+}
+
+const std::vector<double>& Samples::sorted_values() const {
+  sort_if_needed();
+  return values_;
+}
+
+double Samples::percentile(double p) const {
+  if (!(p >= 0 && p <= 100)) {
+    char buf[64];
+    const auto result = std::to_chars(buf, buf + sizeof buf, p);
+    throw Error("percentile: p = " + std::string(buf, result.ptr) + "; accepted: 0 <= p <= 100");
+  }
+  if (values_.empty()) return kNaN;
+  sort_if_needed();
+  const double rank = p / 100 * static_cast<double>(values_.size() - 1);
+  const std::size_t below = static_cast<std::size_t>(rank);
+  if (below + 1 >= values_.size()) return values_.back();
+  const double fraction = rank - static_cast<double>(below);
+  // numpy's _lerp form: it is exact at both ends (fraction 0 gives lo, 1 gives hi).
+  const double lo = values_[below];
+  const double hi = values_[below + 1];
+  const double diff = hi - lo;
+  return fraction >= 0.5 ? hi - diff * (1 - fraction) : lo + diff * fraction;
+}
+
+double Samples::mean() const {
+  if (values_.empty()) return kNaN;
+  double sum = 0;
+  for (const double x : values_) sum += x;
+  return sum / static_cast<double>(values_.size());
+}
+
+double Samples::stddev() const {
+  if (values_.empty()) return kNaN;
+  const double m = mean();
+  double squares = 0;
+  for (const double x : values_) squares += (x - m) * (x - m);
+  return std::sqrt(squares / static_cast<double>(values_.size()));
+}
+
+double Samples::min() const {
+  if (values_.empty()) return kNaN;
+  sort_if_needed();
+  return values_.front();
+}
+
+double Samples::max() const {
+  if (values_.empty()) return kNaN;
+  sort_if_needed();
+  return values_.back();
+}
+
+// ---- TimeWeightedStats ----
+
+void TimeWeightedStats::add(SimTime time, double value) {
+  if (!started_) {
+    started_ = true;
+    start_ = last_time_ = time;
+    last_value_ = peak_ = value;
+    return;
+  }
+  assert(time >= last_time_);
+  area_ns_ += last_value_ * static_cast<double>(time - last_time_);
+  last_time_ = time;
+  last_value_ = value;
+  peak_ = std::max(peak_, value);
+}
+
+double TimeWeightedStats::integral(SimTime end) const {
+  if (!started_) return 0.0;
+  assert(end >= last_time_);
+  const double area_ns = area_ns_ + last_value_ * static_cast<double>(end - last_time_);
+  return area_ns / static_cast<double>(kNsPerSecond);
+}
+
+double TimeWeightedStats::mean(SimTime end) const {
+  if (!started_) return kNaN;
+  assert(end >= last_time_);
+  if (end == start_) return last_value_;
+  const double area_ns = area_ns_ + last_value_ * static_cast<double>(end - last_time_);
+  return area_ns / static_cast<double>(end - start_);
+}
+
+double TimeWeightedStats::peak() const { return started_ ? peak_ : kNaN; }
+
+double TimeWeightedStats::current() const { return started_ ? last_value_ : kNaN; }
+
+}  // namespace capsim
