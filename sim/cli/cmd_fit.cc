@@ -1,5 +1,6 @@
 // `capsim fit`: does a model fit on a card, where does the memory go, how much KV cache is left,
 // and — when it does not fit — by how much and what would.
+#include <algorithm>
 #include <iostream>
 
 #include "sim/cli/commands.h"
@@ -57,48 +58,74 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
   };
 }
 
-// Alternatives worth trying when a deployment does not fit, each re-planned.
+// Alternatives worth trying when a deployment does not fit, each re-planned: on the same card
+// the least change first (KV precision, then weights, then more GPUs), then bigger cards at the
+// same precision, smallest memory first.
 std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& base,
                                                              long long context) {
   std::vector<std::pair<std::string, MemoryPlan>> out;
-  const auto attempt = [&](const std::string& label, Deployment d) {
+  const auto fits = [&](Deployment d, MemoryPlan& plan) {
     try {
       d.validate();
     } catch (const Error&) {
-      return;
+      return false;
     }
-    MemoryPlan p = plan_memory(d, context);
-    if (p.fits) out.emplace_back(label, p);
+    plan = plan_memory(d, context);
+    return plan.fits;
   };
-  if (base.kv_cache != Precision::kFp8 && !base.model.encoder_only) {
-    Deployment d = base;
-    d.kv_cache = Precision::kFp8;
-    attempt("--kv-cache fp8", d);
-  }
+  std::vector<Precision> weight_options = {base.weights};
   for (Precision w : {Precision::kFp8, Precision::kInt4}) {
-    if (element_bytes(w) >= element_bytes(base.weights)) continue;
-    Deployment d = base;
-    d.weights = w;
-    attempt("--weights " + std::string(precision_name(w)), d);
+    if (element_bytes(w) < element_bytes(base.weights)) weight_options.push_back(w);
   }
-  for (int tp : {2, 4, 8}) {
-    if (tp <= base.tp) continue;
-    Deployment d = base;
-    d.tp = tp;
-    const bool nvlink = base.card.nvlink_bandwidth > 0 && tp <= base.card.nvlink_gpus;
-    attempt("--tp " + std::to_string(tp) + (nvlink ? " (NVLink)" : " (over PCIe)"), d);
-    if (out.size() && out.back().first.rfind("--tp", 0) == 0) break;  // the smallest TP is enough
+  std::vector<Precision> kv_options = {base.kv_cache};
+  if (base.kv_cache != Precision::kFp8 && !base.model.encoder_only) kv_options.push_back(Precision::kFp8);
+  std::vector<int> tps = {base.tp};
+  for (int t : {2, 4, 8}) {
+    if (t > base.tp) tps.push_back(t);
   }
-  int bigger = 0;
+  for (int tp : tps) {
+    bool found = false;
+    for (Precision w : weight_options) {
+      for (Precision kv : kv_options) {
+        if (found || (tp == base.tp && w == base.weights && kv == base.kv_cache)) continue;
+        Deployment d = base;
+        d.tp = tp;
+        d.weights = w;
+        d.kv_cache = kv;
+        MemoryPlan plan;
+        if (!fits(d, plan)) continue;
+        std::string label;
+        if (w != base.weights) label += "--weights " + std::string(precision_name(w)) + " ";
+        if (kv != base.kv_cache) label += "--kv-cache " + std::string(precision_name(kv)) + " ";
+        if (tp != base.tp) {
+          const bool nvlink = base.card.nvlink_bandwidth > 0 && tp <= base.card.nvlink_gpus;
+          label += "--tp " + std::to_string(tp) + (nvlink ? " (NVLink) " : " (over PCIe) ");
+        }
+        label.pop_back();
+        out.emplace_back(label, plan);
+        found = true;
+      }
+    }
+  }
+  std::vector<const Card*> others;
   for (const Card& c : cards().cards()) {
-    if (c.name == base.card.name || c.is_cpu || bigger >= 4) continue;
+    if (c.name != base.card.name && !c.is_cpu) others.push_back(&c);
+  }
+  std::stable_sort(others.begin(), others.end(), [](const Card* a, const Card* b) {
+    return a->visible_memory_bytes < b->visible_memory_bytes;
+  });
+  int bigger = 0;
+  for (const Card* c : others) {
+    if (bigger >= 3) break;
     Deployment d = base;
-    d.card = c;
-    d.limits = default_limits(c, base.engine);
+    d.card = *c;
+    d.limits = default_limits(*c, base.engine);
     d.limits.block_size = base.limits.block_size;
-    const std::size_t before = out.size();
-    attempt("--card " + c.name, d);
-    if (out.size() > before) ++bigger;
+    MemoryPlan plan;
+    if (fits(d, plan)) {
+      out.emplace_back("--card " + c->name, plan);
+      ++bigger;
+    }
   }
   return out;
 }

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   add_fit_command(app, exit_code);
   add_roofline_command(app, exit_code);
   add_list_command(app, exit_code);
+  add_simulate_command(app, exit_code);
   app.footer("run `capsim <command> --help` for a command's flags and examples");
   try {
     app.parse(argc, argv);

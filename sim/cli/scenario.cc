@@ -1,0 +1,363 @@
+#include "sim/cli/scenario.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/core/yaml_fields.h"
+
+namespace capsim::cli {
+namespace {
+
+const char* kSloForms = "accepted: METRIC_STAT<=TIME with METRIC ttft, tpot, itl, e2el and STAT "
+                        "mean, p50, p90, p95, p99 (e.g. ttft_p95<=1s, tpot_p99<=100ms)";
+
+std::string scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) throw Error(where + ": expected a single value");
+  return n.as<std::string>();
+}
+
+int whole(const YAML::Node& n, const std::string& where, long long lo, long long hi) {
+  const std::string t = scalar(n, where);
+  const double v = parse_number(t, where);
+  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi)) {
+    throw Error(where + ": '" + t + "' is not a whole number in " + std::to_string(lo) + ".." +
+                std::to_string(hi));
+  }
+  return static_cast<int>(v);
+}
+
+// "5" or {dist:...} given as YAML -> the flag-string form Distribution::parse takes, so files and
+// flags share one parser.
+std::string dist_text(const YAML::Node& n, const std::string& where) {
+  if (n.IsScalar()) return n.as<std::string>();
+  if (!n.IsMap() || !n["dist"]) throw Error(where + ": expected a value or {dist: ..., ...}");
+  const std::string k = n["dist"].as<std::string>();
+  const auto f = [&](const char* key) {
+    if (!n[key]) throw Error(where + "." + key + ": missing (" + k + " needs it)");
+    return n[key].as<std::string>();
+  };
+  if (k == "fixed") return "fixed:" + f("value");
+  if (k == "uniform") return "uniform:" + f("min") + ":" + f("max");
+  if (k == "normal") return "normal:" + f("mean") + ":" + f("sd");
+  if (k == "lognormal") return "lognormal:" + f("mean") + ":" + f("p99");
+  if (k == "exponential") return "exponential:" + f("mean");
+  if (k == "geometric") return "geometric:" + f("mean");
+  if (k == "empirical") return "empirical:" + f("file") + ":" + f("column");
+  throw Error(where + ".dist: unknown distribution '" + k +
+              "'; accepted: fixed, uniform, normal, lognormal, exponential, geometric, empirical");
+}
+
+void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      std::string list;
+      for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
+      throw Error(where + ": unknown field '" + k + "'; accepted: " + list);
+    }
+  }
+}
+
+}  // namespace
+
+SloSpec parse_slo(const std::string& key, const std::string& value, const std::string& where) {
+  const auto us = key.find('_');
+  SloSpec s;
+  if (us == std::string::npos) throw Error(where + ": '" + key + "' is not an SLO; " + kSloForms);
+  s.metric = key.substr(0, us);
+  s.statistic = key.substr(us + 1);
+  const std::vector<std::string> metrics = {"ttft", "tpot", "itl", "e2el"};
+  const std::vector<std::string> stats = {"mean", "p50", "p90", "p95", "p99"};
+  if (std::find(metrics.begin(), metrics.end(), s.metric) == metrics.end() ||
+      std::find(stats.begin(), stats.end(), s.statistic) == stats.end()) {
+    throw Error(where + ": '" + key + "' is not an SLO; " + kSloForms);
+  }
+  s.seconds = units::parse_time(value, where);
+  if (s.seconds <= 0) throw Error(where + ": the bound must be > 0");
+  return s;
+}
+
+SloSpec parse_slo_expression(const std::string& text, const std::string& where) {
+  const auto le = text.find("<=");
+  if (le == std::string::npos) throw Error(where + ": '" + text + "' cannot be parsed; " + kSloForms);
+  return parse_slo(text.substr(0, le), text.substr(le + 2), where);
+}
+
+void load_scenario_file(const std::string& path, ScenarioSpec& s) {
+  const YamlDoc doc = YamlDoc::load(path);
+  const YAML::Node& root = doc.root();
+  const std::string p = path + ": ";
+  check_keys(root, path, {"name", "description", "model", "deployment", "engine", "router",
+                          "workload", "slo", "seed", "references", "notes"});
+  s.file = path;
+  if (root["name"]) s.name = scalar(root["name"], p + "name");
+  if (root["description"]) s.description = scalar(root["description"], p + "description");
+  if (root["model"]) s.deployment.model = scalar(root["model"], p + "model");
+  if (root["seed"]) s.seed = static_cast<std::uint64_t>(whole(root["seed"], p + "seed", 0, 2147483647));
+  if (root["router"]) s.router = scalar(root["router"], p + "router");
+  if (const auto d = root["deployment"]) {
+    const auto read_group = [&](const YAML::Node& g, const std::string& w, bool first) {
+      check_keys(g, w, {"card", "tp", "replicas", "weights", "kv_cache", "engine"});
+      if (first) {
+        if (g["card"]) s.deployment.card = scalar(g["card"], w + ".card");
+        if (g["tp"]) s.deployment.tp = whole(g["tp"], w + ".tp", 1, 64);
+        if (g["replicas"]) s.replicas = whole(g["replicas"], w + ".replicas", 1, 100000);
+        if (g["weights"]) s.deployment.weights = scalar(g["weights"], w + ".weights");
+        if (g["kv_cache"]) s.deployment.kv_cache = scalar(g["kv_cache"], w + ".kv_cache");
+        if (g["engine"]) s.deployment.engine = scalar(g["engine"], w + ".engine");
+      } else {
+        ScenarioSpec::ExtraGroup e;
+        if (!g["card"]) throw Error(w + ".card: missing (required)");
+        e.card = scalar(g["card"], w + ".card");
+        if (g["tp"]) e.tp = whole(g["tp"], w + ".tp", 1, 64);
+        if (g["replicas"]) e.replicas = whole(g["replicas"], w + ".replicas", 1, 100000);
+        if (g["weights"]) e.weights = scalar(g["weights"], w + ".weights");
+        s.extra_groups.push_back(e);
+      }
+    };
+    if (d.IsSequence()) {
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        read_group(d[i], p + "deployment[" + std::to_string(i) + "]", i == 0);
+      }
+    } else {
+      read_group(d, p + "deployment", true);
+    }
+  }
+  if (const auto e = root["engine"]) {
+    const std::string w = p + "engine";
+    check_keys(e, w, {"max_num_seqs", "max_num_batched_tokens", "block_size",
+                      "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy"});
+    if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
+    if (e["max_num_batched_tokens"]) {
+      s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
+    }
+    if (e["block_size"]) s.deployment.block_size = whole(e["block_size"], w + ".block_size", 1, 4096);
+    if (e["gpu_memory_utilization"]) {
+      const double u = parse_number(scalar(e["gpu_memory_utilization"], w + ".gpu_memory_utilization"),
+                                    w + ".gpu_memory_utilization");
+      if (u <= 0.05 || u > 1) throw Error(w + ".gpu_memory_utilization: must be in (0.05, 1]");
+      s.deployment.gpu_memory_utilization = u;
+    }
+    for (const char* k : {"prefix_caching", "enable_prefix_caching"}) {
+      if (e[k]) {
+        const std::string v = scalar(e[k], w + "." + k);
+        if (v != "true" && v != "false") throw Error(w + "." + k + ": '" + v + "'; accepted: true, false");
+        s.prefix_caching = v == "true";
+      }
+    }
+    if (e["policy"]) s.policy = scalar(e["policy"], w + ".policy");
+  }
+  if (const auto wl = root["workload"]) {
+    const std::string w = p + "workload";
+    check_keys(wl, w, {"users", "concurrency", "think_time", "turns", "rate", "stages", "arrival",
+                       "burstiness", "prompt_tokens", "input_tokens", "output_tokens",
+                       "system_prompt_tokens", "prefix_groups", "requests", "duration", "warmup",
+                       "trace", "trace_format", "time_scale"});
+    if (wl["users"]) s.users = whole(wl["users"], w + ".users", 1, 10'000'000);
+    if (wl["concurrency"]) s.concurrency = whole(wl["concurrency"], w + ".concurrency", 1, 10'000'000);
+    if (wl["think_time"]) s.think_time = dist_text(wl["think_time"], w + ".think_time");
+    if (wl["turns"]) s.turns = dist_text(wl["turns"], w + ".turns");
+    if (wl["rate"]) s.rate = scalar(wl["rate"], w + ".rate");
+    if (const auto st = wl["stages"]) {
+      if (!st.IsSequence()) throw Error(w + ".stages: expected a list of {rate, duration}");
+      std::string text;
+      for (std::size_t i = 0; i < st.size(); ++i) {
+        const std::string sw = w + ".stages[" + std::to_string(i) + "]";
+        check_keys(st[i], sw, {"rate", "duration"});
+        if (!st[i]["rate"]) throw Error(sw + ".rate: missing (required)");
+        text += (text.empty() ? "" : ",") + scalar(st[i]["rate"], sw + ".rate");
+        if (st[i]["duration"]) text += "@" + scalar(st[i]["duration"], sw + ".duration");
+      }
+      s.rate = text;
+    }
+    if (wl["arrival"]) s.arrival = scalar(wl["arrival"], w + ".arrival");
+    if (wl["burstiness"]) s.burstiness = parse_number(scalar(wl["burstiness"], w + ".burstiness"), w + ".burstiness");
+    for (const char* k : {"prompt_tokens", "input_tokens"}) {
+      if (wl[k]) s.input_tokens = dist_text(wl[k], w + "." + k);
+    }
+    if (wl["output_tokens"]) s.output_tokens = dist_text(wl["output_tokens"], w + ".output_tokens");
+    if (wl["system_prompt_tokens"]) {
+      s.system_prompt_tokens = whole(wl["system_prompt_tokens"], w + ".system_prompt_tokens", 0, 10'000'000);
+    }
+    if (wl["prefix_groups"]) s.prefix_groups = whole(wl["prefix_groups"], w + ".prefix_groups", 1, 1'000'000);
+    if (wl["requests"]) s.requests = whole(wl["requests"], w + ".requests", 1, 2'000'000'000);
+    if (wl["duration"]) s.duration = scalar(wl["duration"], w + ".duration");
+    if (wl["warmup"]) s.warmup = scalar(wl["warmup"], w + ".warmup");
+    if (wl["trace"]) s.trace = scalar(wl["trace"], w + ".trace");
+    if (wl["trace_format"]) s.trace_format = scalar(wl["trace_format"], w + ".trace_format");
+    if (wl["time_scale"]) s.time_scale = parse_number(scalar(wl["time_scale"], w + ".time_scale"), w + ".time_scale");
+  }
+  if (const auto slo = root["slo"]) {
+    if (!slo.IsMap()) throw Error(p + "slo: expected a mapping like {ttft_p95: 1s, tpot_p95: 100ms}");
+    for (const auto& kv : slo) {
+      const std::string k = kv.first.as<std::string>();
+      s.slos.push_back(parse_slo(k, scalar(kv.second, p + "slo." + k), p + "slo." + k));
+    }
+  }
+}
+
+BuiltScenario build_scenario(const ScenarioSpec& s) {
+  BuiltScenario b;
+  SimulationConfig& c = b.config;
+  Deployment main = s.deployment.resolve();
+  if (s.prefix_caching) main.limits.enable_prefix_caching = *s.prefix_caching;
+  c.groups.push_back({main, s.replicas});
+  for (const auto& e : s.extra_groups) {
+    DeploymentFlags f = s.deployment;
+    f.card = e.card;
+    f.tp = e.tp;
+    f.weights = e.weights;
+    f.kv_cache = "auto";
+    f.max_num_seqs.reset();
+    f.max_num_batched_tokens.reset();
+    Deployment d = f.resolve();
+    if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
+    c.groups.push_back({d, e.replicas});
+  }
+  c.router = s.router;
+  c.policy = s.policy;
+  c.warmup = from_seconds(units::parse_time(s.warmup, "--warmup"));
+  std::optional<double> duration;
+  if (s.duration) duration = units::parse_time(*s.duration, "--duration");
+  if (duration && *duration <= 0) throw Error("--duration: must be > 0");
+  if (duration && to_seconds(c.warmup) >= *duration) {
+    throw Error("--warmup: " + s.warmup + " is not shorter than --duration " + *s.duration);
+  }
+  for (const SloSpec& slo : s.slos) {
+    if (slo.metric == "ttft") c.slo.ttft_s = c.slo.ttft_s ? std::min(*c.slo.ttft_s, slo.seconds) : slo.seconds;
+    if (slo.metric == "tpot" || slo.metric == "itl") {
+      c.slo.tpot_s = c.slo.tpot_s ? std::min(*c.slo.tpot_s, slo.seconds) : slo.seconds;
+    }
+    if (slo.metric == "e2el") c.slo.e2el_s = c.slo.e2el_s ? std::min(*c.slo.e2el_s, slo.seconds) : slo.seconds;
+  }
+  LengthSpec lengths;
+  lengths.prompt = Distribution::parse(s.input_tokens, Distribution::Unit::kTokens, "--input-tokens");
+  lengths.output = Distribution::parse(s.output_tokens, Distribution::Unit::kTokens, "--output-tokens");
+  PrefixGroups prefix{s.system_prompt_tokens > 0 ? s.prefix_groups : 0, s.system_prompt_tokens};
+  if (s.trace) {
+    TraceConfig t;
+    t.path = *s.trace;
+    if (s.trace_format) t.format = parse_trace_format(*s.trace_format);
+    t.time_scale = s.time_scale;
+    t.requests = s.requests;
+    t.seed = s.seed;
+    b.workload = make_trace_workload(t);
+    if (duration) c.stop_arrivals = from_seconds(*duration);
+  } else if (s.users || s.concurrency) {
+    ClosedLoopConfig cl;
+    cl.users = s.users ? *s.users : *s.concurrency;
+    if (s.users) {
+      cl.think = Distribution::parse(s.think_time, Distribution::Unit::kSeconds, "--think-time");
+      cl.turns = Distribution::parse(s.turns, Distribution::Unit::kCount, "--turns");
+    } else {
+      cl.history = false;
+    }
+    cl.lengths = lengths;
+    cl.prefix = prefix;
+    cl.max_context = main.model.max_context;
+    cl.requests = s.requests;
+    cl.seed = s.seed;
+    if (!duration && !s.requests) {
+      throw Error("--users/--concurrency: give --duration D or --requests N (closed loops never end)");
+    }
+    if (duration) c.stop_arrivals = from_seconds(*duration);
+    b.workload = make_closed_loop(cl);
+  } else {
+    OpenLoopConfig o;
+    o.process = parse_arrival_process(s.arrival, "--arrival");
+    o.burstiness = s.burstiness;
+    if (o.process != ArrivalProcess::kOffline) {
+      if (!s.rate) throw Error("--rate: missing; give a rate (requests/s), --arrival offline, --users or --concurrency");
+      o.stages.clear();
+      std::stringstream in(*s.rate);
+      std::string part;
+      while (std::getline(in, part, ',')) {
+        RateStage st;
+        const auto at = part.find('@');
+        st.rate = parse_number(part.substr(0, at), "--rate");
+        if (st.rate <= 0) throw Error("--rate: '" + part.substr(0, at) + "' is not a rate > 0 (requests/s)");
+        if (at != std::string::npos) st.duration_s = units::parse_time(part.substr(at + 1), "--rate");
+        o.stages.push_back(st);
+      }
+    }
+    o.requests = s.requests;
+    o.duration_s = duration;
+    if (!o.requests && !o.duration_s) o.requests = 1000;
+    o.lengths = lengths;
+    o.prefix = prefix;
+    o.seed = s.seed;
+    b.workload = make_open_loop(o);
+  }
+  b.workload_description = b.workload->describe();
+  return b;
+}
+
+}  // namespace capsim::cli
+
+namespace capsim::cli {
+
+void ScenarioFlags::add_to(CLI::App& cmd) {
+  const auto bind = [&](auto member, const std::string& names, const std::string& help) {
+    CLI::Option* o = cmd.add_option(names, cli_.*member, help);
+    setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) { dst.*member = src.*member; });
+    return o;
+  };
+  const auto bind_dep = [&](auto member, const std::string& names, const std::string& help) {
+    CLI::Option* o = cmd.add_option(names, cli_.deployment.*member, help);
+    setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) {
+      dst.deployment.*member = src.deployment.*member;
+    });
+    return o;
+  };
+  bind_dep(&DeploymentFlags::model, "--model,-m", "model: catalogue name, Hugging Face id or config.json path (default llama-3.1-8b)");
+  bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm)");
+  bind_dep(&DeploymentFlags::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
+  bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
+  bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
+  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy");
+  bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
+  bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
+  bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
+  bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
+  bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
+  bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware");
+  bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
+  bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
+  bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
+  bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");
+  bind(&ScenarioSpec::warmup, "--warmup", "requests arriving before this are not measured (e.g. 5min)");
+  bind(&ScenarioSpec::input_tokens, "--input-tokens", "prompt length: N, uniform:A:B, normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN");
+  bind(&ScenarioSpec::output_tokens, "--output-tokens", "output length, same forms (fixed = ignore-EOS benchmark)");
+  bind(&ScenarioSpec::rate, "--rate", "requests/s; stages as 5@10min,10@10min");
+  bind(&ScenarioSpec::arrival, "--arrival", "poisson (default), gamma, constant, offline (all at t=0)");
+  bind(&ScenarioSpec::burstiness, "--burstiness", "gamma shape (vLLM --burstiness; 1 = Poisson)")->check(CLI::PositiveNumber);
+  bind(&ScenarioSpec::concurrency, "--concurrency,--max-concurrency", "fixed number of requests in flight")->check(CLI::Range(1, 10'000'000));
+  bind(&ScenarioSpec::users, "--users", "closed-loop users who read, think and write again")->check(CLI::Range(1, 10'000'000));
+  bind(&ScenarioSpec::think_time, "--think-time", "user think time: 20s, exponential:20s, uniform:5s:30s");
+  bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
+  bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
+  bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
+  bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
+  bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
+  bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
+  bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)");
+  slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
+}
+
+ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
+  ScenarioSpec s;
+  if (!file.empty()) load_scenario_file(file, s);
+  for (const auto& [opt, set] : setters_) {
+    if (opt->count() > 0) set(s, cli_);
+  }
+  if (slo_option_ && slo_option_->count() > 0) {
+    s.slos.clear();
+    for (const auto& t : slo_texts_) s.slos.push_back(parse_slo_expression(t, "--slo"));
+  }
+  return s;
+}
+
+}  // namespace capsim::cli

@@ -1,0 +1,89 @@
+// A scenario: model, deployment, engine settings, workload, SLOs and run settings, from a YAML
+// file (docs/scenarios.md) with command-line flags overriding its fields. Everything optional
+// here has a default named in `capsim simulate --help`.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "sim/cli/common.h"
+#include "sim/cluster/simulation.h"
+#include "sim/workload/generators.h"
+
+namespace capsim::cli {
+
+struct SloSpec {
+  std::string metric;      // ttft, tpot, itl, e2el
+  std::string statistic;   // mean, p50, p90, p95, p99
+  double seconds = 0;
+};
+// "ttft_p95<=1s", "tpot_p99<=100ms" (also the YAML form key ttft_p95: 1s). Throws with accepted forms.
+SloSpec parse_slo(const std::string& key, const std::string& value, const std::string& where);
+SloSpec parse_slo_expression(const std::string& text, const std::string& where);
+
+struct ScenarioSpec {
+  std::string name = "command-line";
+  std::string description;
+  std::string file;
+
+  DeploymentFlags deployment;
+  int replicas = 1;
+  struct ExtraGroup { std::string card; int tp = 1; int replicas = 1; std::string weights = "auto"; };
+  std::vector<ExtraGroup> extra_groups;  // mixed card types behind the same router
+  std::string router = "least-outstanding";
+  std::string policy = "vllm-v1";
+  std::optional<bool> prefix_caching;
+
+  // Workload (one kind is chosen: trace > users > concurrency > rate/offline).
+  std::optional<std::string> trace;
+  std::optional<std::string> trace_format;
+  double time_scale = 1.0;
+  std::optional<int> users;
+  std::optional<int> concurrency;
+  std::string think_time = "0s";
+  std::string turns = "1";
+  std::optional<std::string> rate;  // "5" or "5@10min,10@10min" (stages)
+  std::string arrival = "poisson";
+  double burstiness = 1.0;
+  std::string input_tokens = "512";
+  std::string output_tokens = "128";
+  std::int64_t system_prompt_tokens = 0;
+  int prefix_groups = 1;
+  std::optional<std::int64_t> requests;
+  std::optional<std::string> duration;
+  std::string warmup = "0s";
+  std::uint64_t seed = 0;
+
+  std::vector<SloSpec> slos;
+};
+
+// Reads a scenario file into `spec` (fields present in the file replace the defaults).
+void load_scenario_file(const std::string& path, ScenarioSpec& spec);
+// The scenario flags of simulate (and later plan/capacity): each flag given on the command line
+// overrides the scenario file's field.
+class ScenarioFlags {
+ public:
+  void add_to(CLI::App& cmd);
+  // The file's spec (if `file` is non-empty) with every flag that was given applied on top.
+  ScenarioSpec resolve(const std::string& file) const;
+
+ private:
+  ScenarioSpec cli_;
+  std::vector<std::pair<CLI::Option*, std::function<void(ScenarioSpec&, const ScenarioSpec&)>>> setters_;
+  std::vector<std::string> slo_texts_;
+  CLI::Option* slo_option_ = nullptr;
+};
+
+struct BuiltScenario {
+  SimulationConfig config;
+  std::unique_ptr<Workload> workload;
+  std::string workload_description;
+};
+BuiltScenario build_scenario(const ScenarioSpec& spec);
+
+}  // namespace capsim::cli

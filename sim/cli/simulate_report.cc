@@ -1,0 +1,232 @@
+#include "sim/cli/simulate_report.h"
+
+#include <cmath>
+
+#include "sim/core/units.h"
+#include "sim/report/table.h"
+
+namespace capsim::cli {
+namespace {
+
+const Percentiles& metric(const std::string& name, const SimulationResult& r) {
+  if (name == "ttft") return r.ttft;
+  if (name == "tpot") return r.tpot;
+  if (name == "itl") return r.itl;
+  return r.e2el;
+}
+
+void add_metric(nlohmann::json& j, const std::string& name, const Percentiles& p) {
+  j["mean_" + name + "_ms"] = p.mean * 1e3;
+  j["median_" + name + "_ms"] = p.median * 1e3;
+  j["std_" + name + "_ms"] = p.std * 1e3;
+  j["p90_" + name + "_ms"] = p.p90 * 1e3;
+  j["p95_" + name + "_ms"] = p.p95 * 1e3;
+  j["p99_" + name + "_ms"] = p.p99 * 1e3;
+}
+
+struct Totals {
+  double busy = 0, compute = 0, memory = 0, comm = 0, overhead = 0, mfu = 0, mbu = 0;
+  double steps = 0, mean_step = 0, mean_batch_tokens = 0, mean_batch_seqs = 0;
+  double kv_peak = 0, kv_mean = 0, waiting_mean = 0, running_mean = 0;
+};
+
+Totals totals(const BuiltScenario& b, const SimulationResult& r) {
+  Totals t;
+  std::size_t i = 0;
+  double flops_capacity = 0, bytes_capacity = 0, flops = 0, bytes = 0;
+  for (const ReplicaGroup& g : b.config.groups) {
+    const Deployment& d = g.deployment;
+    const double peak = d.card.peak(d.compute_precision());
+    for (int k = 0; k < g.replicas; ++k, ++i) {
+      const ReplicaStats& s = r.replicas[i].stats;
+      t.busy += s.busy_seconds;
+      t.compute += s.compute_s;
+      t.memory += s.memory_s;
+      t.comm += s.communication_s;
+      t.overhead += s.overhead_s;
+      flops += s.flops;
+      bytes += s.bytes;
+      flops_capacity += peak * s.busy_seconds;
+      bytes_capacity += d.card.memory_bandwidth * s.busy_seconds;
+      t.steps += static_cast<double>(s.steps);
+      t.mean_step += s.step_seconds.count() ? s.step_seconds.mean() * s.steps : 0;
+      t.mean_batch_tokens += s.batch_tokens.count() ? s.batch_tokens.mean() * s.steps : 0;
+      t.mean_batch_seqs += s.batch_sequences.count() ? s.batch_sequences.mean() * s.steps : 0;
+      const SimTime end = from_seconds(r.simulated_s);
+      if (!s.kv_used_fraction.empty()) {
+        t.kv_peak = std::max(t.kv_peak, s.kv_used_fraction.peak());
+        t.kv_mean += s.kv_used_fraction.mean(end) / static_cast<double>(r.replicas.size());
+      }
+      if (!s.waiting.empty()) t.waiting_mean += s.waiting.mean(end);
+      if (!s.running.empty()) t.running_mean += s.running.mean(end);
+    }
+  }
+  if (t.steps > 0) {
+    t.mean_step /= t.steps;
+    t.mean_batch_tokens /= t.steps;
+    t.mean_batch_seqs /= t.steps;
+  }
+  t.mfu = flops_capacity > 0 ? flops / flops_capacity : 0;
+  t.mbu = bytes_capacity > 0 ? bytes / bytes_capacity : 0;
+  return t;
+}
+
+}  // namespace
+
+double slo_value(const SloSpec& slo, const SimulationResult& r) {
+  const Percentiles& p = metric(slo.metric, r);
+  if (p.count == 0) return std::nan("");
+  if (slo.statistic == "mean") return p.mean;
+  if (slo.statistic == "p50") return p.median;
+  if (slo.statistic == "p90") return p.p90;
+  if (slo.statistic == "p95") return p.p95;
+  return p.p99;
+}
+
+nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
+                               const SimulationResult& r) {
+  nlohmann::json j;
+  j["scenario"] = spec.name;
+  j["workload"] = b.workload_description;
+  j["seed"] = spec.seed;
+  nlohmann::json groups = nlohmann::json::array();
+  for (const ReplicaGroup& g : b.config.groups) {
+    const Deployment& d = g.deployment;
+    groups.push_back({{"model", d.model.name}, {"card", d.card.name}, {"tp", d.tp},
+                      {"replicas", g.replicas}, {"weights", precision_name(d.weights)},
+                      {"kv_cache", precision_name(d.kv_cache)}, {"engine", d.engine.name},
+                      {"max_num_seqs", d.limits.max_num_seqs},
+                      {"max_num_batched_tokens", d.limits.max_num_batched_tokens},
+                      {"block_size", d.limits.block_size},
+                      {"gpu_memory_utilization", d.limits.gpu_memory_utilization},
+                      {"enable_prefix_caching", d.limits.enable_prefix_caching}});
+  }
+  j["deployment"] = groups;
+  j["router"] = b.config.router;
+  j["scheduler"] = b.config.policy;
+  // vLLM benchmark_serving keys.
+  j["duration"] = r.duration_s;
+  j["completed"] = r.completed;
+  j["failed"] = r.rejected;
+  j["total_input_tokens"] = r.total_input_tokens;
+  j["total_output_tokens"] = r.total_output_tokens;
+  j["request_throughput"] = r.request_throughput;
+  j["request_goodput"] = r.request_goodput;
+  j["output_throughput"] = r.output_throughput;
+  j["total_token_throughput"] = r.total_token_throughput;
+  j["max_concurrent_requests"] = r.max_concurrent_requests;
+  add_metric(j, "ttft", r.ttft);
+  add_metric(j, "tpot", r.tpot);
+  add_metric(j, "itl", r.itl);
+  add_metric(j, "e2el", r.e2el);
+  // capsim's own.
+  add_metric(j, "queue", r.queue);
+  const Totals t = totals(b, r);
+  j["capsim"] = {
+      {"simulated_seconds", r.simulated_s},
+      {"warmup_seconds", to_seconds(b.config.warmup)},
+      {"arrived", r.arrived},
+      {"goodput_fraction", r.goodput_fraction},
+      {"preemptions", r.preemptions},
+      {"prefix_cache_hit_rate", r.prefix_hit_rate},
+      {"engine_steps", r.steps},
+      {"mean_step_ms", t.mean_step * 1e3},
+      {"mean_batch_tokens", t.mean_batch_tokens},
+      {"mean_batch_sequences", t.mean_batch_seqs},
+      {"kv_cache_peak_fraction", t.kv_peak},
+      {"kv_cache_mean_fraction", t.kv_mean},
+      {"mean_waiting_requests", t.waiting_mean},
+      {"mean_running_requests", t.running_mean},
+      {"mfu", t.mfu},
+      {"mbu", t.mbu},
+      {"busy_seconds", t.busy},
+      {"time_share", {{"compute", t.busy > 0 ? t.compute / t.busy : 0},
+                      {"memory", t.busy > 0 ? t.memory / t.busy : 0},
+                      {"communication", t.busy > 0 ? t.comm / t.busy : 0},
+                      {"overhead", t.busy > 0 ? t.overhead / t.busy : 0}}},
+  };
+  nlohmann::json slos = nlohmann::json::array();
+  for (const SloSpec& s : spec.slos) {
+    const double v = slo_value(s, r);
+    slos.push_back({{"slo", s.metric + "_" + s.statistic}, {"bound_ms", s.seconds * 1e3},
+                    {"value_ms", v * 1e3}, {"met", !std::isnan(v) && v <= s.seconds}});
+  }
+  j["capsim"]["slos"] = slos;
+  nlohmann::json reps = nlohmann::json::array();
+  for (const ReplicaSummary& rs : r.replicas) {
+    reps.push_back({{"index", rs.index}, {"card", rs.card}, {"tp", rs.tp},
+                    {"kv_blocks", rs.kv_blocks}, {"kv_tokens", rs.kv_tokens},
+                    {"steps", rs.stats.steps}, {"busy_seconds", rs.stats.busy_seconds},
+                    {"preemptions", rs.stats.preemptions},
+                    {"kv_cache_peak_fraction", rs.stats.kv_used_fraction.empty() ? 0.0 : rs.stats.kv_used_fraction.peak()}});
+  }
+  j["capsim"]["replicas"] = reps;
+  return j;
+}
+
+void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
+                      const SimulationResult& r) {
+  const Deployment& d = b.config.groups.front().deployment;
+  os << "capsim simulate: " << spec.name << "\n";
+  os << "  model " << d.model.name << "; ";
+  for (std::size_t i = 0; i < b.config.groups.size(); ++i) {
+    const ReplicaGroup& g = b.config.groups[i];
+    os << (i ? " + " : "") << g.replicas << " x " << g.deployment.card.name
+       << (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "") << " ("
+       << precision_name(g.deployment.weights) << ", KV " << precision_name(g.deployment.kv_cache) << ", "
+       << r.replicas[0].kv_tokens << " KV tokens/replica)";
+  }
+  os << "; engine " << d.engine.name << " (" << b.config.policy << ", max_num_seqs "
+     << d.limits.max_num_seqs << ", max_num_batched_tokens " << d.limits.max_num_batched_tokens
+     << "); router " << b.config.router << "\n";
+  os << "  workload: " << b.workload_description << "\n";
+  os << "  measured: " << r.completed << " requests over " << fmt("%.1f", r.duration_s) << " s";
+  if (b.config.warmup > 0) os << " after a " << fmt("%.0f", to_seconds(b.config.warmup)) << " s warm-up";
+  if (r.rejected) os << "; " << r.rejected << " rejected (longer than max_model_len)";
+  os << "\n\n";
+  TextTable t({"metric", "mean", "p50", "p90", "p95", "p99"});
+  const auto row = [&](const char* name, const Percentiles& p) {
+    if (p.count == 0) return;
+    t.row({name, units::format_time(p.mean), units::format_time(p.median), units::format_time(p.p90),
+           units::format_time(p.p95), units::format_time(p.p99)});
+  };
+  row("TTFT", r.ttft);
+  row("TPOT", r.tpot);
+  row("ITL", r.itl);
+  row("E2E latency", r.e2el);
+  row("queueing", r.queue);
+  t.print(os);
+  const Totals tt = totals(b, r);
+  os << "\n  throughput: " << fmt("%.2f", r.request_throughput) << " requests/s, "
+     << fmt("%.0f", r.output_throughput) << " output tokens/s, " << fmt("%.0f", r.total_token_throughput)
+     << " total tokens/s";
+  if (b.config.slo.any()) {
+    os << "; goodput " << fmt("%.2f", r.request_goodput) << " requests/s ("
+       << fmt("%.1f%%", 100 * r.goodput_fraction) << " of requests meet every SLO)";
+  }
+  os << "\n  engine: " << r.steps << " steps, mean " << units::format_time(tt.mean_step) << ", "
+     << fmt("%.1f", tt.mean_batch_seqs) << " sequences and " << fmt("%.0f", tt.mean_batch_tokens)
+     << " tokens per step; MFU " << fmt("%.1f%%", 100 * tt.mfu) << ", MBU " << fmt("%.1f%%", 100 * tt.mbu) << "\n";
+  if (tt.busy > 0) {
+    os << "  step time: " << fmt("%.0f%%", 100 * tt.compute / tt.busy) << " compute-bound, "
+       << fmt("%.0f%%", 100 * tt.memory / tt.busy) << " memory-bound, "
+       << fmt("%.0f%%", 100 * tt.comm / tt.busy) << " communication, "
+       << fmt("%.0f%%", 100 * tt.overhead / tt.busy) << " overhead\n";
+  }
+  os << "  KV cache: peak " << fmt("%.0f%%", 100 * tt.kv_peak) << ", mean " << fmt("%.0f%%", 100 * tt.kv_mean)
+     << " used; " << r.preemptions << " preemptions; prefix-cache hit rate "
+     << fmt("%.1f%%", 100 * r.prefix_hit_rate) << "; mean queue " << fmt("%.1f", tt.waiting_mean)
+     << " requests\n";
+  if (!spec.slos.empty()) {
+    os << "\n";
+    TextTable s({"SLO", "bound", "simulated", "met"});
+    for (const SloSpec& slo : spec.slos) {
+      const double v = slo_value(slo, r);
+      s.row({slo.metric + "_" + slo.statistic, units::format_time(slo.seconds),
+             std::isnan(v) ? "-" : units::format_time(v), (!std::isnan(v) && v <= slo.seconds) ? "yes" : "NO"});
+    }
+    s.print(os);
+  }
+}
+
+}  // namespace capsim::cli

@@ -1,0 +1,19 @@
+// The report of a simulation: a readable summary and the JSON (vLLM benchmark key names for what
+// they share, documented in docs/json-output.md#simulate).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "sim/cli/scenario.h"
+
+namespace capsim::cli {
+
+nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
+                               const SimulationResult& r);
+void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
+                      const SimulationResult& r);
+// The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
+double slo_value(const SloSpec& slo, const SimulationResult& r);
+
+}  // namespace capsim::cli

@@ -1,0 +1,79 @@
+#include "sim/cluster/router.h"
+
+#include "sim/core/error.h"
+
+namespace capsim {
+namespace {
+
+class RoundRobin : public Router {
+ public:
+  std::uint32_t route(const Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
+    const auto i = static_cast<std::uint32_t>(next_ % rs.size());
+    ++next_;
+    return i;
+  }
+
+ private:
+  std::uint64_t next_ = 0;
+};
+
+// Fewest unfinished requests (waiting + running); ties go to the lowest index.
+std::uint32_t least_outstanding(const std::vector<std::unique_ptr<Replica>>& rs) {
+  std::uint32_t best = 0;
+  for (std::uint32_t i = 1; i < rs.size(); ++i) {
+    if (rs[i]->outstanding() < rs[best]->outstanding()) best = i;
+  }
+  return best;
+}
+
+class LeastOutstanding : public Router {
+ public:
+  std::uint32_t route(const Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
+    return least_outstanding(rs);
+  }
+};
+
+// The replica holding the longest cached prefix of the prompt, unless it is much busier than
+// the least loaded one (more than twice its outstanding requests plus 8), so that one hot
+// prefix cannot pile all traffic on one replica.
+class PrefixAware : public Router {
+ public:
+  std::uint32_t route(const Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
+    const std::uint32_t idle = least_outstanding(rs);
+    std::uint32_t best = idle;
+    std::int64_t best_hit = rs[idle]->cached_prefix_blocks(r);
+    for (std::uint32_t i = 0; i < rs.size(); ++i) {
+      if (i == idle) continue;
+      const std::int64_t hit = rs[i]->cached_prefix_blocks(r);
+      if (hit > best_hit && rs[i]->outstanding() <= 2 * rs[idle]->outstanding() + 8) {
+        best = i;
+        best_hit = hit;
+      }
+    }
+    return best;
+  }
+};
+
+}  // namespace
+
+const std::vector<RouterInfo>& routers() {
+  static const std::vector<RouterInfo> table = {
+      {"round-robin", "replicas in turn", [] { return std::make_unique<RoundRobin>(); }},
+      {"least-outstanding", "fewest unfinished requests",
+       [] { return std::make_unique<LeastOutstanding>(); }},
+      {"prefix-aware", "longest cached prompt prefix, bounded by load",
+       [] { return std::make_unique<PrefixAware>(); }},
+  };
+  return table;
+}
+
+std::unique_ptr<Router> make_router(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& r : routers()) {
+    if (r.name == name) return r.make();
+    names.push_back(r.name);
+  }
+  throw Error("--router: " + unknown_name_message("router", name, names));
+}
+
+}  // namespace capsim

@@ -1,0 +1,208 @@
+#include "sim/cluster/simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "sim/cluster/router.h"
+#include "sim/core/error.h"
+#include "sim/core/event_queue.h"
+#include "sim/cost/roofline_cost.h"
+
+namespace capsim {
+namespace {
+
+enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1 };
+
+class Cluster : public ArrivalSink, public ReplicaObserver {
+ public:
+  Cluster(const SimulationConfig& cfg, Workload& w) : cfg_(cfg), workload_(w), metrics_(cfg.warmup) {
+    router_ = make_router(cfg.router);
+    for (const ReplicaGroup& g : cfg.groups) {
+      if (g.replicas < 1) throw Error("--replicas: must be >= 1");
+      deployments_.push_back(std::make_unique<Deployment>(g.deployment));
+      const Deployment& d = *deployments_.back();
+      // The longest sequence a replica serves: the model's context, capped by the KV cache
+      // (vLLM refuses to start otherwise, so users set --max-model-len this low).
+      MemoryPlan plan = plan_memory(d, 1);
+      if (!plan.fits) {
+        throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
+                    std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
+      }
+      auto cost = std::make_shared<RooflineCost>(d);
+      const std::int64_t max_len = std::min<std::int64_t>(d.model.max_context, plan.kv_tokens);
+      for (int i = 0; i < g.replicas; ++i) {
+        const auto index = static_cast<std::uint32_t>(replicas_.size());
+        replicas_.push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
+                                                      make_policy(cfg.policy)));
+        max_len_.push_back(max_len);
+        plans_.push_back(plan);
+      }
+    }
+    if (replicas_.empty()) throw Error("--replicas: the cluster has no replicas");
+    kick_.assign(replicas_.size(), 0);
+  }
+
+  void arrive(Request r) override {
+    std::uint64_t slot;
+    if (!free_pending_.empty()) {
+      slot = free_pending_.back();
+      free_pending_.pop_back();
+      pending_[slot] = std::move(r);
+    } else {
+      slot = pending_.size();
+      pending_.push_back(std::move(r));
+    }
+    queue_.push(pending_[slot].arrival, kArrival, 0, slot);
+  }
+
+  void on_token(const Sequence& s, SimTime now) override { metrics_.on_token(s, now); }
+
+  void on_finish(const Sequence& s, SimTime now) override {
+    metrics_.on_finish(s, now, current_replica_);
+    --in_flight_;
+    workload_.on_finish(s.req, now, *this);
+  }
+
+  SimulationResult run() {
+    workload_.start(*this);
+    const auto wall_start = std::chrono::steady_clock::now();
+    std::uint64_t events = 0;
+    SimTime now = 0;
+    bool printed = false;
+    while (!queue_.empty()) {
+      now = queue_.top().time;
+      while (!queue_.empty() && queue_.top().time == now) {
+        const Event e = queue_.pop();
+        if (e.kind == kArrival) handle_arrival(e.payload, now); else handle_step_done(e.target, now);
+        ++events;
+      }
+      for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
+        if (!kick_[i]) continue;
+        kick_[i] = 0;
+        Replica& r = *replicas_[i];
+        if (r.stepping() || !r.has_work()) continue;
+        const SimTime dur = r.begin_step(now);
+        if (dur > 0) queue_.push(now + dur, kStepDone, i, 0);
+      }
+      if (cfg_.progress && (events & 0xFFF) == 0) {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        if (wall > 1.0) {
+          std::fprintf(stderr, "\rcapsim: simulated %.0f s, %zu requests done, %lld in flight   ",
+                       to_seconds(now), metrics_.records().size(), static_cast<long long>(in_flight_));
+          printed = true;
+        }
+      }
+    }
+    if (printed) std::fprintf(stderr, "\n");
+    return finish(now);
+  }
+
+ private:
+  void handle_arrival(std::uint64_t slot, SimTime now) {
+    Request r = std::move(pending_[slot]);
+    free_pending_.push_back(slot);
+    if (cfg_.stop_arrivals && r.arrival > *cfg_.stop_arrivals) return;  // the run is over
+    ++arrived_;
+    workload_.on_arrival(r, *this);
+    const std::uint32_t target = router_->route(r, replicas_);
+    if (r.prompt_tokens + r.output_tokens > max_len_[target]) {
+      // vLLM rejects a request longer than max_model_len before it is queued.
+      metrics_.on_reject();
+      workload_.on_finish(r, now, *this);
+      return;
+    }
+    ++in_flight_;
+    max_in_flight_ = std::max(max_in_flight_, in_flight_);
+    replicas_[target]->add_request(std::move(r), now);
+    kick_[target] = 1;
+  }
+
+  void handle_step_done(std::uint32_t i, SimTime now) {
+    current_replica_ = i;
+    replicas_[i]->end_step(now, *this);
+    kick_[i] = 1;
+  }
+
+  SimulationResult finish(SimTime end) {
+    SimulationResult res;
+    res.simulated_s = to_seconds(end);
+    res.records = metrics_.records();
+    std::sort(res.records.begin(), res.records.end(),
+              [](const RequestRecord& a, const RequestRecord& b) { return a.id < b.id; });
+    Samples ttft, tpot, e2el, queue;
+    std::int64_t good = 0;
+    for (const RequestRecord& r : res.records) {
+      ttft.add(r.ttft_s);
+      e2el.add(r.e2el_s);
+      queue.add(r.queue_s);
+      if (r.output_tokens > 1) tpot.add(r.tpot_s);
+      res.total_input_tokens += r.prompt_tokens;
+      res.total_output_tokens += r.output_tokens;
+      const RequestSlo& slo = cfg_.slo;
+      const bool ok = (!slo.ttft_s || r.ttft_s <= *slo.ttft_s) &&
+                      (!slo.tpot_s || r.output_tokens <= 1 || r.tpot_s <= *slo.tpot_s) &&
+                      (!slo.e2el_s || r.e2el_s <= *slo.e2el_s);
+      good += ok;
+    }
+    res.ttft = summarize(ttft);
+    res.tpot = summarize(tpot);
+    res.e2el = summarize(e2el);
+    res.queue = summarize(queue);
+    res.itl = summarize(metrics_.itl());
+    res.completed = static_cast<std::int64_t>(res.records.size());
+    res.rejected = metrics_.rejected();
+    res.arrived = arrived_;
+    if (res.completed > 0) {
+      const SimTime start = std::max(metrics_.warmup_end(), metrics_.first_counted_arrival());
+      res.duration_s = to_seconds(metrics_.last_finish() - start);
+    }
+    if (res.duration_s > 0) {
+      res.request_throughput = res.completed / res.duration_s;
+      res.output_throughput = res.total_output_tokens / res.duration_s;
+      res.total_token_throughput = (res.total_input_tokens + res.total_output_tokens) / res.duration_s;
+      res.request_goodput = good / res.duration_s;
+    }
+    res.goodput_fraction = res.completed ? static_cast<double>(good) / res.completed : 0;
+    res.max_concurrent_requests = max_in_flight_;
+    std::int64_t hit = 0, looked = 0;
+    for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
+      Replica& r = *replicas_[i];
+      r.close_stats(end);
+      const ReplicaStats& st = r.stats();
+      res.preemptions += st.preemptions;
+      res.steps += st.steps;
+      hit += st.prefix_hit_tokens;
+      looked += st.prefix_lookup_tokens;
+      res.replicas.push_back({i, r.deployment().card.name, r.deployment().tp, r.kv().num_blocks(),
+                              r.kv().num_blocks() * r.limits().block_size, st, plans_[i]});
+    }
+    res.prefix_hit_rate = looked ? static_cast<double>(hit) / looked : 0;
+    return res;
+  }
+
+  const SimulationConfig& cfg_;
+  Workload& workload_;
+  MetricsCollector metrics_;
+  std::unique_ptr<Router> router_;
+  std::vector<std::unique_ptr<Deployment>> deployments_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<std::int64_t> max_len_;
+  std::vector<MemoryPlan> plans_;
+  std::vector<char> kick_;
+  EventQueue queue_;
+  std::vector<Request> pending_;
+  std::vector<std::uint64_t> free_pending_;
+  std::uint32_t current_replica_ = 0;
+  std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
+};
+
+}  // namespace
+
+SimulationResult simulate(const SimulationConfig& config, Workload& workload) {
+  Cluster c(config, workload);
+  return c.run();
+}
+
+}  // namespace capsim

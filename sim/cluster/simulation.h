@@ -1,0 +1,67 @@
+// The discrete-event simulation of a serving cluster: replicas (each one TP group, possibly of
+// different card types) behind a router, fed by a workload. Events: request arrivals and the
+// end of each replica's engine step. All events at one instant are processed before idle
+// replicas start their next step, so requests arriving together are scheduled together.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/engine/replica.h"
+#include "sim/llm/deployment.h"
+#include "sim/llm/memory_plan.h"
+#include "sim/metrics/metrics.h"
+#include "sim/workload/workload.h"
+
+namespace capsim {
+
+struct ReplicaGroup {
+  Deployment deployment;
+  int replicas = 1;
+};
+
+struct SimulationConfig {
+  std::vector<ReplicaGroup> groups;
+  std::string router = "least-outstanding";
+  std::string policy = "vllm-v1";
+  SimTime warmup = 0;
+  // Arrivals after this time are not sent (closed-loop users stop); in-flight requests finish.
+  std::optional<SimTime> stop_arrivals;
+  RequestSlo slo;
+  bool progress = false;  // progress line on stderr for runs longer than a second
+};
+
+struct ReplicaSummary {
+  std::uint32_t index;
+  std::string card;
+  int tp;
+  std::int64_t kv_blocks;
+  std::int64_t kv_tokens;
+  ReplicaStats stats;
+  MemoryPlan memory;
+};
+
+struct SimulationResult {
+  std::vector<RequestRecord> records;
+  Percentiles ttft, tpot, itl, e2el, queue;
+  double duration_s = 0;        // first counted arrival .. last counted completion
+  double simulated_s = 0;       // the whole simulated time
+  std::int64_t completed = 0, rejected = 0, arrived = 0;
+  std::int64_t total_input_tokens = 0, total_output_tokens = 0;
+  double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
+  double request_goodput = 0;   // requests/s meeting every SLO
+  double goodput_fraction = 0;  // share of completed requests meeting every SLO
+  std::int64_t max_concurrent_requests = 0;
+  std::int64_t preemptions = 0;
+  double prefix_hit_rate = 0;   // cached prompt tokens / prompt tokens looked up
+  std::int64_t steps = 0;
+  std::vector<ReplicaSummary> replicas;
+};
+
+// REQUIRES: every deployment validated. Throws capsim::Error when a deployment does not fit.
+SimulationResult simulate(const SimulationConfig& config, Workload& workload);
+
+}  // namespace capsim

@@ -1,0 +1,93 @@
+#include "sim/engine/kv_block_manager.h"
+
+#include <cassert>
+
+namespace capsim {
+
+KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
+    : prefix_caching_(prefix_caching),
+      ref_(static_cast<std::size_t>(num_blocks), 0),
+      hash_(static_cast<std::size_t>(num_blocks), 0),
+      prev_(static_cast<std::size_t>(num_blocks), -1),
+      next_(static_cast<std::size_t>(num_blocks), -1),
+      in_free_(static_cast<std::size_t>(num_blocks), 0) {
+  for (std::int32_t b = 0; b < static_cast<std::int32_t>(num_blocks); ++b) push_free_tail(b);
+  if (prefix_caching_) cached_.reserve(static_cast<std::size_t>(num_blocks));
+}
+
+void KvBlockManager::push_free_tail(std::int32_t b) {
+  prev_[b] = tail_;
+  next_[b] = -1;
+  if (tail_ >= 0) next_[tail_] = b; else head_ = b;
+  tail_ = b;
+  in_free_[b] = 1;
+  ++free_count_;
+}
+
+void KvBlockManager::unlink_free(std::int32_t b) {
+  assert(in_free_[b]);
+  if (prev_[b] >= 0) next_[prev_[b]] = next_[b]; else head_ = next_[b];
+  if (next_[b] >= 0) prev_[next_[b]] = prev_[b]; else tail_ = prev_[b];
+  prev_[b] = next_[b] = -1;
+  in_free_[b] = 0;
+  --free_count_;
+}
+
+std::int64_t KvBlockManager::lookup(const std::uint64_t* hashes, std::int64_t n) const {
+  if (!prefix_caching_) return 0;
+  std::int64_t hits = 0;
+  while (hits < n && cached_.count(hashes[hits])) ++hits;
+  return hits;
+}
+
+std::int64_t KvBlockManager::hits_in_free_queue(const std::uint64_t* hashes,
+                                                std::int64_t hits) const {
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < hits; ++i) n += in_free_[cached_.at(hashes[i])];
+  return n;
+}
+
+void KvBlockManager::take_hits(const std::uint64_t* hashes, std::int64_t hits,
+                               std::vector<std::int32_t>& table) {
+  for (std::int64_t i = 0; i < hits; ++i) {
+    const std::int32_t b = cached_.at(hashes[i]);
+    if (ref_[b] == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
+    ++ref_[b];
+    table.push_back(b);
+  }
+}
+
+bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
+  if (n > free_count_) return false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t b = head_;
+    unlink_free(b);
+    if (hash_[b] != 0) {  // evict: the cached content is lost only now
+      const auto it = cached_.find(hash_[b]);
+      if (it != cached_.end() && it->second == b) cached_.erase(it);
+      hash_[b] = 0;
+      ++evictions_;
+    }
+    ref_[b] = 1;
+    table.push_back(b);
+  }
+  return true;
+}
+
+void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
+  if (!prefix_caching_ || hash_[block] != 0) return;
+  const auto [it, fresh] = cached_.emplace(hash, block);
+  if (fresh) hash_[block] = hash;
+}
+
+void KvBlockManager::release(std::vector<std::int32_t>& table) {
+  for (auto it = table.rbegin(); it != table.rend(); ++it) {
+    const std::int32_t b = *it;
+    assert(ref_[b] > 0);
+    // Cached or not, a freed block joins the tail: the head is evicted first.
+    if (--ref_[b] == 0) push_free_tail(b);
+  }
+  table.clear();
+}
+
+}  // namespace capsim

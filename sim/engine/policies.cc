@@ -1,0 +1,28 @@
+#include "sim/engine/policies.h"
+
+#include "sim/core/error.h"
+
+namespace capsim {
+
+const std::vector<PolicyInfo>& scheduler_policies() {
+  static const std::vector<PolicyInfo> table = {
+      {"vllm-v1", "vLLM V1: one token budget, decodes first, chunked prefill, FCFS admission",
+       [] { return std::make_unique<VllmV1Policy>(); }},
+      {"prefill-first", "vLLM V0 / Orca: whole prompts in prefill-only steps, else decode all",
+       [] { return std::make_unique<PrefillFirstPolicy>(); }},
+      {"static", "static batching: a batch starts together and runs until all finish",
+       [] { return std::make_unique<StaticBatchPolicy>(); }},
+  };
+  return table;
+}
+
+std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& p : scheduler_policies()) {
+    if (p.name == name) return p.make();
+    names.push_back(p.name);
+  }
+  throw Error(unknown_name_message("scheduler policy", name, names));
+}
+
+}  // namespace capsim

@@ -1,0 +1,23 @@
+// The scheduler policies, one file each (policy_*.cc), listed in policies.cc.
+#pragma once
+
+#include "sim/engine/replica.h"
+
+namespace capsim {
+
+class VllmV1Policy : public SchedulerPolicy {
+ public:
+  void schedule(Replica& r, StepPlan& plan) override;
+};
+
+class StaticBatchPolicy : public SchedulerPolicy {
+ public:
+  void schedule(Replica& r, StepPlan& plan) override;
+};
+
+class PrefillFirstPolicy : public SchedulerPolicy {
+ public:
+  void schedule(Replica& r, StepPlan& plan) override;
+};
+
+}  // namespace capsim

@@ -1,0 +1,52 @@
+// vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py, Scheduler.schedule; vllm-v1-notes.md
+// section 1): one token budget for decodes and prefill chunks; running requests first, in
+// admission order, preempting the most recently admitted when blocks run out; then waiting
+// requests FCFS, only if nothing was preempted, stopping at the first that does not fit
+// (head-of-line blocking: waiting requests never preempt).
+#include "sim/engine/policies.h"
+
+namespace capsim {
+
+void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
+  const SchedulerLimits& lim = r.limits();
+  std::int64_t budget = lim.max_num_batched_tokens;
+  bool preempted = false;
+  auto& running = r.running();
+  for (std::size_t i = 0; i < running.size() && budget > 0;) {
+    const std::int32_t slot = running[i];
+    Sequence& s = r.seq(slot);
+    const std::int64_t n = std::min<std::int64_t>(s.pending(), budget);
+    bool self_preempted = false;
+    while (!r.grow(s, s.computed + n)) {
+      const std::int32_t victim = running.back();
+      running.pop_back();
+      r.preempt(victim);
+      ++plan.preempted;
+      preempted = true;
+      if (victim == slot) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    r.plan_item(plan, slot, n);
+    budget -= n;
+    ++i;
+  }
+  if (preempted) return;
+  auto& waiting = r.waiting();
+  while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs && budget > 0) {
+    const std::int32_t slot = waiting.front();
+    Sequence& s = r.seq(slot);
+    const std::int64_t hits = r.lookup_hits(s);
+    const std::int64_t want = s.tokens() - hits * lim.block_size;
+    if (!lim.enable_chunked_prefill && want > budget) break;
+    const std::int64_t n = std::min(want, budget);
+    if (!r.admit(slot, hits, n)) break;
+    waiting.pop_front();
+    r.plan_item(plan, slot, n);
+    budget -= n;
+  }
+}
+
+}  // namespace capsim

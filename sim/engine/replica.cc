@@ -1,0 +1,228 @@
+#include "sim/engine/replica.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "sim/core/error.h"
+
+namespace capsim {
+namespace {
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
+                 std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy)
+    : index_(index),
+      deployment_(&d),
+      cost_(std::move(cost)),
+      policy_(std::move(policy)),
+      kv_(kv_blocks, d.limits.enable_prefix_caching),
+      block_size_(d.limits.block_size) {}
+
+// A block's identity is the hash chain of vLLM (hash of the parent block and this block's
+// tokens); tokens are described by content segments, so the hash combines each segment piece
+// (content id, offset in the segment, length) that the block covers.
+std::uint64_t Replica::block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const {
+  const std::int64_t begin = block * block_size_, end = begin + block_size_;
+  std::uint64_t h = mix64(parent ^ 0x51ed2701a3c4e5f7ULL);
+  if (r.segments.empty()) {
+    h = mix64(h ^ mix64(r.id * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(block)));
+  } else {
+    std::int64_t start = 0;
+    for (const ContentSegment& seg : r.segments) {
+      const std::int64_t s_end = start + seg.tokens;
+      if (s_end > begin && start < end) {
+        const std::int64_t from = std::max(begin, start) - start;
+        const std::int64_t to = std::min(end, s_end) - start;
+        h = mix64(h ^ mix64(seg.content));
+        h = mix64(h ^ static_cast<std::uint64_t>(from) ^ (static_cast<std::uint64_t>(to) << 32));
+      }
+      if (s_end >= end) break;
+      start = s_end;
+    }
+  }
+  return h == 0 ? 1 : h;
+}
+
+void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
+  while (static_cast<std::int64_t>(s.hashes.size()) < blocks) {
+    const std::uint64_t parent = s.hashes.empty() ? 0 : s.hashes.back();
+    s.hashes.push_back(block_hash(s.req, parent, static_cast<std::int64_t>(s.hashes.size())));
+  }
+}
+
+void Replica::add_request(Request r, SimTime now) {
+  std::int32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    seqs_[static_cast<std::size_t>(slot)] = Sequence{};
+  } else {
+    slot = static_cast<std::int32_t>(seqs_.size());
+    seqs_.emplace_back();
+  }
+  seqs_[static_cast<std::size_t>(slot)].req = std::move(r);
+  waiting_.push_back(slot);
+  stats_.waiting.add(now, static_cast<double>(waiting_.size()));
+}
+
+std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
+  if (!kv_.prefix_caching()) return 0;
+  const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(static_cast<std::size_t>(max_blocks));
+  std::uint64_t parent = 0;
+  for (std::int64_t b = 0; b < max_blocks; ++b) {
+    parent = block_hash(r, parent, b);
+    hashes.push_back(parent);
+  }
+  return kv_.lookup(hashes.data(), max_blocks);
+}
+
+bool Replica::grow(Sequence& s, std::int64_t total_tokens) {
+  const std::int64_t need = (total_tokens + block_size_ - 1) / block_size_ -
+                            static_cast<std::int64_t>(s.blocks.size());
+  if (need <= 0) return true;
+  return kv_.allocate(need, s.blocks);
+}
+
+void Replica::preempt(std::int32_t slot) {
+  Sequence& s = seq(slot);
+  kv_.release(s.blocks);
+  s.computed = 0;
+  s.registered = 0;
+  ++s.preemptions;
+  ++stats_.preemptions;
+  waiting_.push_front(slot);
+}
+
+std::int64_t Replica::lookup_hits(Sequence& s) {
+  if (!kv_.prefix_caching() || s.computed != 0) return 0;
+  const std::int64_t max_blocks = (s.tokens() - 1) / block_size_;
+  extend_hashes(s, max_blocks);
+  return kv_.lookup(s.hashes.data(), max_blocks);
+}
+
+bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chunk) {
+  Sequence& s = seq(slot);
+  const std::int64_t cached = hit_blocks * block_size_;
+  const std::int64_t total_blocks = (cached + chunk + block_size_ - 1) / block_size_;
+  // Hit blocks sitting in the free queue stop being free once taken.
+  const std::int64_t reclaimed = kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
+  if (total_blocks - hit_blocks > kv_.free_blocks() - reclaimed) return false;
+  kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
+  s.registered = hit_blocks;
+  const bool ok = kv_.allocate(total_blocks - hit_blocks, s.blocks);
+  assert(ok);
+  (void)ok;
+  if (s.preemptions == 0 && s.first_scheduled < 0) {
+    s.prefix_hit_tokens = cached;
+    stats_.prefix_hit_tokens += cached;
+    stats_.prefix_lookup_tokens += s.req.prompt_tokens;
+  }
+  s.computed = cached;
+  running_.push_back(slot);
+  return true;
+}
+
+void Replica::plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens) {
+  Sequence& s = seq(slot);
+  plan.items.push_back({slot, tokens});
+  if (s.generated > 0 && s.pending() == 1 && tokens == 1) {
+    plan.shape.add_decode(s.computed + 1);
+  } else {
+    plan.shape.add_prefill_chunk(s.computed, tokens, s.computed + tokens == s.tokens());
+  }
+  // vLLM publishes a block's hash when it is scheduled to become full, so a request admitted
+  // behind this one can already hit it.
+  if (kv_.prefix_caching()) {
+    const std::int64_t full = std::min<std::int64_t>((s.computed + tokens) / block_size_,
+                                                     static_cast<std::int64_t>(s.blocks.size()));
+    if (full > s.registered) {
+      extend_hashes(s, full);
+      for (std::int64_t b = s.registered; b < full; ++b) {
+        kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
+      }
+      s.registered = full;
+    }
+  }
+}
+
+SimTime Replica::begin_step(SimTime now) {
+  assert(!stepping_);
+  plan_.clear();
+  policy_->schedule(*this, plan_);
+  stats_.running.add(now, static_cast<double>(running_.size()));
+  stats_.waiting.add(now, static_cast<double>(waiting_.size()));
+  stats_.kv_used_fraction.add(
+      now, kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0);
+  if (plan_.items.empty()) return 0;
+  for (const ScheduledItem& it : plan_.items) {
+    Sequence& s = seq(it.slot);
+    if (s.first_scheduled < 0) s.first_scheduled = now;
+  }
+  const StepBreakdown b = cost_->totals(plan_.shape);
+  const SimTime dur = std::max<SimTime>(1, from_seconds(b.seconds));
+  stats_.steps += 1;
+  stats_.step_seconds.add(b.seconds);
+  stats_.batch_tokens.add(static_cast<double>(plan_.shape.tokens()));
+  stats_.batch_sequences.add(static_cast<double>(plan_.shape.sequences()));
+  stats_.prompt_tokens_computed += plan_.shape.prefill_tokens;
+  stats_.busy_seconds += b.seconds;
+  stats_.compute_s += b.compute_s;
+  stats_.memory_s += b.memory_s;
+  stats_.communication_s += b.communication_s;
+  stats_.overhead_s += b.overhead_s;
+  stats_.flops += b.flops;
+  stats_.bytes += b.bytes;
+  stepping_ = true;
+  step_start_ = now;
+  return dur;
+}
+
+void Replica::end_step(SimTime now, ReplicaObserver& obs) {
+  assert(stepping_);
+  stepping_ = false;
+  bool any_finished = false;
+  for (const ScheduledItem& it : plan_.items) {
+    Sequence& s = seq(it.slot);
+    s.computed += it.tokens;
+    if (s.computed < s.tokens()) continue;  // a prefill chunk that is not the last
+    s.generated += 1;
+    if (s.first_token < 0) s.first_token = now;
+    obs.on_token(s, now);
+    s.last_token = now;
+    if (s.generated >= s.req.output_tokens) {
+      kv_.release(s.blocks);
+      obs.on_finish(s, now);
+      free_slots_.push_back(it.slot);
+      s.req.segments.clear();
+      s.req.segments.shrink_to_fit();
+      s.hashes.clear();
+      s.hashes.shrink_to_fit();
+      any_finished = true;
+      s.computed = -1;  // marks the slot finished until it is reused
+    }
+  }
+  if (any_finished) {
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [&](std::int32_t slot) { return seq(slot).computed < 0; }),
+                   running_.end());
+  }
+}
+
+void Replica::close_stats(SimTime end) {
+  stats_.running.add(end, static_cast<double>(running_.size()));
+  stats_.waiting.add(end, static_cast<double>(waiting_.size()));
+  stats_.kv_used_fraction.add(
+      end, kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0);
+}
+
+}  // namespace capsim

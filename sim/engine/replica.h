@@ -1,0 +1,156 @@
+// One serving replica (one TP group): its waiting and running sequences, its paged KV cache and
+// the mechanisms a scheduling policy combines — admission with prefix lookup, incremental block
+// allocation, preemption by recompute. Policies (engine/policy_*.cc) decide what one step runs;
+// the replica applies the step when it ends. One event per engine step, never per token.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/core/stats.h"
+#include "sim/core/time.h"
+#include "sim/cost/batch_shape.h"
+#include "sim/cost/step_cost.h"
+#include "sim/engine/kv_block_manager.h"
+#include "sim/llm/deployment.h"
+#include "sim/workload/request.h"
+
+namespace capsim {
+
+struct Sequence {
+  Request req;
+  std::int64_t computed = 0;   // tokens whose KV is computed
+  std::int64_t generated = 0;  // output tokens sampled so far
+  std::vector<std::int32_t> blocks;
+  std::vector<std::uint64_t> hashes;  // hashes of this sequence's full blocks, computed lazily
+  std::int64_t registered = 0;        // leading blocks published to the prefix cache
+  SimTime first_scheduled = -1, first_token = -1, last_token = -1;
+  std::int32_t preemptions = 0;
+  std::int64_t prefix_hit_tokens = 0;  // at first admission
+
+  std::int64_t tokens() const { return req.prompt_tokens + generated; }
+  std::int64_t pending() const { return tokens() - computed; }
+};
+
+struct ScheduledItem {
+  std::int32_t slot;
+  std::int64_t tokens;
+};
+
+struct StepPlan {
+  std::vector<ScheduledItem> items;
+  BatchShape shape;
+  std::int32_t preempted = 0;
+  void clear() { items.clear(); shape = BatchShape{}; preempted = 0; }
+};
+
+// What the replica reports as sequences progress.
+class ReplicaObserver {
+ public:
+  virtual ~ReplicaObserver() = default;
+  virtual void on_token(const Sequence& s, SimTime now) = 0;     // after s.generated grew
+  virtual void on_finish(const Sequence& s, SimTime now) = 0;    // s is complete
+};
+
+class Replica;
+// Contract: schedule() fills `plan` with this step's work using the replica's mechanisms; it
+// may preempt and admit. An empty plan means nothing can run now.
+class SchedulerPolicy {
+ public:
+  virtual ~SchedulerPolicy() = default;
+  virtual void schedule(Replica& r, StepPlan& plan) = 0;
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<SchedulerPolicy>()> make;
+};
+// The policy table (engine/policies.cc). Unknown names throw with the accepted ones.
+const std::vector<PolicyInfo>& scheduler_policies();
+std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name);
+
+struct ReplicaStats {
+  StreamingStats step_seconds;
+  StreamingStats batch_tokens;
+  StreamingStats batch_sequences;
+  TimeWeightedStats kv_used_fraction;
+  TimeWeightedStats running;
+  TimeWeightedStats waiting;
+  std::int64_t steps = 0;
+  std::int64_t preemptions = 0;
+  std::int64_t prompt_tokens_computed = 0;  // incl. recomputation
+  std::int64_t prefix_hit_tokens = 0;
+  std::int64_t prefix_lookup_tokens = 0;
+  double busy_seconds = 0, compute_s = 0, memory_s = 0, communication_s = 0, overhead_s = 0;
+  double flops = 0, bytes = 0;  // per GPU
+};
+
+class Replica {
+ public:
+  Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
+          std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy);
+
+  std::uint32_t index() const { return index_; }
+  const Deployment& deployment() const { return *deployment_; }
+  const SchedulerLimits& limits() const { return deployment_->limits; }
+
+  void add_request(Request r, SimTime now);
+  bool stepping() const { return stepping_; }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  // Plans a step at `now`; returns its duration (>= 1 ns), or 0 when nothing can run.
+  SimTime begin_step(SimTime now);
+  // Applies the step that began last; reports tokens and completions to `obs`.
+  void end_step(SimTime now, ReplicaObserver& obs);
+
+  std::size_t outstanding() const { return running_.size() + waiting_.size(); }
+  // Leading prompt blocks of `r` already in this replica's prefix cache (for routing).
+  std::int64_t cached_prefix_blocks(const Request& r) const;
+  const ReplicaStats& stats() const { return stats_; }
+  const KvBlockManager& kv() const { return kv_; }
+  void close_stats(SimTime end);
+
+  // ---- Mechanisms for policies ----
+  std::vector<std::int32_t>& running() { return running_; }
+  std::deque<std::int32_t>& waiting() { return waiting_; }
+  Sequence& seq(std::int32_t slot) { return seqs_[static_cast<std::size_t>(slot)]; }
+  KvBlockManager& kv() { return kv_; }
+  // Makes room for `s` to hold `total_tokens`; false when too few blocks are free.
+  bool grow(Sequence& s, std::int64_t total_tokens);
+  // Frees `slot`'s blocks, resets it for recompute and puts it at the front of the waiting queue.
+  void preempt(std::int32_t slot);
+  // Prefix-cache lookup for a waiting sequence that has computed nothing: takes the hits (at
+  // most floor((tokens-1)/B) blocks, as vLLM always recomputes the last token) if, together with
+  // the blocks `chunk` more tokens need, they fit; returns false and changes nothing otherwise.
+  // `chunk` is chosen by the caller after lookup_hits().
+  std::int64_t lookup_hits(Sequence& s);
+  bool admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chunk);
+  // Adds `tokens` of work for `slot` to the plan and its BatchShape.
+  void plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens);
+
+ private:
+  void extend_hashes(Sequence& s, std::int64_t blocks) const;
+  std::uint64_t block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const;
+
+  std::uint32_t index_;
+  const Deployment* deployment_;
+  std::shared_ptr<const StepCost> cost_;
+  std::unique_ptr<SchedulerPolicy> policy_;
+  KvBlockManager kv_;
+  std::int64_t block_size_;
+
+  std::vector<Sequence> seqs_;
+  std::vector<std::int32_t> free_slots_;
+  std::vector<std::int32_t> running_;
+  std::deque<std::int32_t> waiting_;
+  StepPlan plan_;
+  bool stepping_ = false;
+  SimTime step_start_ = 0;
+  ReplicaStats stats_;
+};
+
+}  // namespace capsim

@@ -1,0 +1,43 @@
+#include "sim/metrics/metrics.h"
+
+namespace capsim {
+
+Percentiles summarize(const Samples& s) {
+  Percentiles p;
+  p.count = s.size();
+  if (s.empty()) return p;
+  p.mean = s.mean();
+  p.median = s.median();
+  p.std = s.stddev();
+  p.p90 = s.percentile(90);
+  p.p95 = s.percentile(95);
+  p.p99 = s.percentile(99);
+  p.min = s.min();
+  p.max = s.max();
+  return p;
+}
+
+void MetricsCollector::on_token(const Sequence& s, SimTime now) {
+  if (s.generated > 1 && counted(s.req)) itl_.add(to_seconds(now - s.last_token));
+}
+
+void MetricsCollector::on_finish(const Sequence& s, SimTime now, std::uint32_t replica) {
+  if (!counted(s.req)) return;
+  RequestRecord r;
+  r.id = s.req.id;
+  r.arrival_s = to_seconds(s.req.arrival);
+  r.queue_s = to_seconds(s.first_scheduled - s.req.arrival);
+  r.ttft_s = to_seconds(s.first_token - s.req.arrival);
+  r.e2el_s = to_seconds(now - s.req.arrival);
+  r.tpot_s = s.generated > 1 ? (r.e2el_s - r.ttft_s) / static_cast<double>(s.generated - 1) : 0.0;
+  r.prompt_tokens = s.req.prompt_tokens;
+  r.output_tokens = s.generated;
+  r.prefix_hit_tokens = s.prefix_hit_tokens;
+  r.preemptions = s.preemptions;
+  r.replica = replica;
+  records_.push_back(r);
+  if (first_arrival_ < 0 || s.req.arrival < first_arrival_) first_arrival_ = s.req.arrival;
+  if (now > last_finish_) last_finish_ = now;
+}
+
+}  // namespace capsim

@@ -1,0 +1,62 @@
+// Per-request timings and their summaries, named as vLLM's `bench serve` names them
+// (vllm-v1-notes.md section 6): TTFT, TPOT = (E2E - TTFT) / (output - 1), ITL (pooled gaps
+// between tokens), E2EL; percentiles interpolate linearly like numpy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/core/stats.h"
+#include "sim/core/time.h"
+#include "sim/engine/replica.h"
+
+namespace capsim {
+
+// Service-level objectives, checked per request (like vLLM's --goodput): a request is good when
+// every given bound holds.
+struct RequestSlo {
+  std::optional<double> ttft_s, tpot_s, e2el_s;
+  bool any() const { return ttft_s || tpot_s || e2el_s; }
+};
+
+struct RequestRecord {
+  std::uint64_t id;
+  double arrival_s, queue_s, ttft_s, e2el_s, tpot_s;
+  std::int64_t prompt_tokens, output_tokens, prefix_hit_tokens;
+  std::int32_t preemptions;
+  std::uint32_t replica;
+};
+
+struct Percentiles {
+  double mean = 0, median = 0, std = 0, p90 = 0, p95 = 0, p99 = 0, min = 0, max = 0;
+  std::size_t count = 0;
+};
+Percentiles summarize(const Samples& s);
+
+class MetricsCollector {
+ public:
+  explicit MetricsCollector(SimTime warmup_end) : warmup_end_(warmup_end) {}
+  void on_token(const Sequence& s, SimTime now);
+  void on_finish(const Sequence& s, SimTime now, std::uint32_t replica);
+  void on_reject() { ++rejected_; }
+
+  bool counted(const Request& r) const { return r.arrival >= warmup_end_; }
+  const std::vector<RequestRecord>& records() const { return records_; }
+  const Samples& itl() const { return itl_; }
+  std::int64_t rejected() const { return rejected_; }
+  SimTime warmup_end() const { return warmup_end_; }
+  SimTime last_finish() const { return last_finish_; }
+  SimTime first_counted_arrival() const { return first_arrival_; }
+
+ private:
+  SimTime warmup_end_;
+  std::vector<RequestRecord> records_;
+  Samples itl_;
+  std::int64_t rejected_ = 0;
+  SimTime last_finish_ = 0;
+  SimTime first_arrival_ = -1;
+};
+
+}  // namespace capsim

@@ -1,0 +1,79 @@
+// The workload generators (one file each) and their settings.
+//   open loop   (open_loop.cc):   arrivals by a process (Poisson, Gamma, constant, offline),
+//                                 one rate or piecewise stages; optional shared-prefix groups
+//   closed loop (closed_loop.cc): N users who send, wait for the whole answer, think, send again,
+//                                 in multi-turn sessions whose history is the next prefix;
+//                                 fixed concurrency is closed loop with no think time, one turn
+//   trace       (trace_workload.cc): replay of a trace file (Azure, Mooncake, BurstGPT, CSV)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/workload/distributions.h"
+#include "sim/workload/trace.h"
+#include "sim/workload/workload.h"
+
+namespace capsim {
+
+enum class ArrivalProcess { kPoisson, kGamma, kConstant, kOffline };
+ArrivalProcess parse_arrival_process(const std::string& name, const std::string& where);
+const char* arrival_process_name(ArrivalProcess p);
+
+struct RateStage {
+  double rate = 1;       // requests/s
+  double duration_s = 0; // 0 = until the end
+};
+
+struct LengthSpec {
+  Distribution prompt = Distribution::fixed(512, Distribution::Unit::kTokens);
+  Distribution output = Distribution::fixed(128, Distribution::Unit::kTokens);
+};
+
+// Shared-prefix groups: each request carries one of `groups` system prompts of
+// `system_prompt_tokens` tokens ahead of its own prompt.
+struct PrefixGroups {
+  int groups = 0;  // 0 = no shared system prompt
+  std::int64_t system_prompt_tokens = 0;
+};
+
+struct OpenLoopConfig {
+  ArrivalProcess process = ArrivalProcess::kPoisson;
+  std::vector<RateStage> stages = {{1.0, 0}};
+  double burstiness = 1.0;  // Gamma shape (vLLM --burstiness); 1 = Poisson
+  std::optional<std::int64_t> requests;
+  std::optional<double> duration_s;
+  LengthSpec lengths;
+  PrefixGroups prefix;
+  std::uint64_t seed = 0;
+};
+
+struct ClosedLoopConfig {
+  int users = 1;
+  Distribution think = Distribution::fixed(0, Distribution::Unit::kSeconds);
+  Distribution turns = Distribution::fixed(1, Distribution::Unit::kCount);  // per session
+  LengthSpec lengths;
+  PrefixGroups prefix;  // system prompt shared by each group of users
+  bool history = true;  // a turn's prompt = system + earlier turns + new question
+  std::int64_t max_context = 1 << 30;  // a session restarts when the next turn would not fit
+  std::optional<std::int64_t> requests;
+  std::uint64_t seed = 0;
+};
+
+struct TraceConfig {
+  std::string path;
+  std::optional<TraceFormat> format;
+  double time_scale = 1.0;
+  std::optional<std::int64_t> requests;
+  std::int64_t hash_block_tokens = 512;  // tokens per Mooncake hash_id
+  std::uint64_t seed = 0;
+};
+
+std::unique_ptr<Workload> make_open_loop(const OpenLoopConfig& c);
+std::unique_ptr<Workload> make_closed_loop(const ClosedLoopConfig& c);
+std::unique_ptr<Workload> make_trace_workload(const TraceConfig& c);
+
+}  // namespace capsim

@@ -1,0 +1,129 @@
+// Open-loop arrivals: requests come whatever the server does. Inter-arrival gaps are drawn
+// lazily, one request ahead. Gamma gaps follow vLLM's benchmark (shape = burstiness,
+// scale = 1 / (rate x burstiness)), so burstiness 1 is Poisson and < 1 is burstier.
+#include <cmath>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/workload/generators.h"
+
+namespace capsim {
+
+ArrivalProcess parse_arrival_process(const std::string& name, const std::string& where) {
+  if (name == "poisson") return ArrivalProcess::kPoisson;
+  if (name == "gamma") return ArrivalProcess::kGamma;
+  if (name == "constant" || name == "uniform") return ArrivalProcess::kConstant;
+  if (name == "offline") return ArrivalProcess::kOffline;
+  throw Error(where + ": unknown arrival process '" + name +
+              "'; accepted: poisson, gamma, constant, offline");
+}
+
+const char* arrival_process_name(ArrivalProcess p) {
+  switch (p) {
+    case ArrivalProcess::kPoisson: return "poisson";
+    case ArrivalProcess::kGamma: return "gamma";
+    case ArrivalProcess::kConstant: return "constant";
+    case ArrivalProcess::kOffline: return "offline";
+  }
+  return "?";
+}
+
+namespace {
+
+class OpenLoop : public Workload {
+ public:
+  explicit OpenLoop(const OpenLoopConfig& c)
+      : c_(c), arrivals_(Rng(c.seed).split(1)), lengths_(Rng(c.seed).split(2)) {
+    if (c_.stages.empty()) throw Error("--rate: no rate given");
+    for (const auto& s : c_.stages) {
+      if (!(s.rate > 0) || !std::isfinite(s.rate)) {
+        throw Error("--rate: " + std::to_string(s.rate) + " requests/s is not a positive rate");
+      }
+    }
+    if (c_.process == ArrivalProcess::kGamma && !(c_.burstiness > 0)) {
+      throw Error("--burstiness: must be > 0");
+    }
+    if (!c_.requests && !c_.duration_s) {
+      throw Error("open-loop workload: give --requests N or --duration D (it would never end)");
+    }
+  }
+
+  void start(ArrivalSink& sink) override { emit(sink); }
+  void on_arrival(const Request&, ArrivalSink& sink) override { emit(sink); }
+
+  std::string describe() const override {
+    std::ostringstream o;
+    o << "open loop, " << arrival_process_name(c_.process);
+    if (c_.process != ArrivalProcess::kOffline) {
+      o << " at ";
+      for (std::size_t i = 0; i < c_.stages.size(); ++i) {
+        o << (i ? " then " : "") << c_.stages[i].rate << " req/s";
+        if (c_.stages[i].duration_s > 0) o << " for " << c_.stages[i].duration_s << " s";
+      }
+    }
+    o << "; prompt " << c_.lengths.prompt.describe() << ", output " << c_.lengths.output.describe();
+    if (c_.prefix.groups > 0) {
+      o << "; " << c_.prefix.groups << " shared system prompts of " << c_.prefix.system_prompt_tokens
+        << " tokens";
+    }
+    return o.str();
+  }
+
+ private:
+  // Emits the next request, if the run has room for one.
+  void emit(ArrivalSink& sink) {
+    if (c_.requests && emitted_ >= *c_.requests) return;
+    if (emitted_ > 0 || c_.process != ArrivalProcess::kOffline) advance_clock();
+    if (c_.duration_s && clock_s_ > *c_.duration_s) return;
+    Request r;
+    r.id = emitted_++;
+    r.arrival = from_seconds(clock_s_);
+    const auto question = static_cast<std::int64_t>(c_.lengths.prompt.sample(lengths_));
+    r.output_tokens = static_cast<std::int64_t>(c_.lengths.output.sample(lengths_));
+    if (c_.prefix.groups > 0) {
+      const auto g = static_cast<std::uint64_t>(lengths_.uniform_int(0, c_.prefix.groups - 1));
+      r.segments.push_back({0x5000000000000000ULL + g, c_.prefix.system_prompt_tokens});
+      r.segments.push_back({0x1000000000000000ULL + r.id * 2, question});
+      r.segments.push_back({0x1000000000000000ULL + r.id * 2 + 1, r.output_tokens});
+      r.prompt_tokens = c_.prefix.system_prompt_tokens + question;
+    } else {
+      r.prompt_tokens = question;
+    }
+    sink.arrive(std::move(r));
+  }
+
+  void advance_clock() {
+    if (c_.process == ArrivalProcess::kOffline) return;
+    // The stage in force at the current time.
+    double stage_end = 0;
+    double rate = c_.stages.back().rate;
+    for (const auto& s : c_.stages) {
+      if (s.duration_s <= 0) { rate = s.rate; break; }
+      stage_end += s.duration_s;
+      if (clock_s_ < stage_end) { rate = s.rate; break; }
+    }
+    double gap = 0;
+    switch (c_.process) {
+      case ArrivalProcess::kPoisson: gap = arrivals_.exponential(1.0 / rate); break;
+      case ArrivalProcess::kGamma:
+        gap = arrivals_.gamma(c_.burstiness, 1.0 / (rate * c_.burstiness));
+        break;
+      case ArrivalProcess::kConstant: gap = 1.0 / rate; break;
+      case ArrivalProcess::kOffline: break;
+    }
+    clock_s_ += gap;
+  }
+
+  OpenLoopConfig c_;
+  Rng arrivals_, lengths_;
+  double clock_s_ = 0;
+  std::int64_t emitted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_open_loop(const OpenLoopConfig& c) {
+  return std::make_unique<OpenLoop>(c);
+}
+
+}  // namespace capsim

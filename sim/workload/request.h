@@ -1,0 +1,35 @@
+// One inference request as the engine sees it.
+//
+// Token content matters only for prefix caching: a request's tokens are described by segments of
+// identical content (a system prompt shared by a group, a chat's history, a Mooncake hash block,
+// the answer it will generate). Two requests whose first k full blocks consist of the same
+// segments at the same offsets share those k KV blocks.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "sim/core/time.h"
+
+namespace capsim {
+
+struct ContentSegment {
+  std::uint64_t content;  // identity of this run of tokens; equal ids = equal tokens
+  std::int64_t tokens;
+};
+
+struct Request {
+  std::uint64_t id = 0;
+  SimTime arrival = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+  // Covers the prompt and then the output, in order. Empty = content unique to this request.
+  std::vector<ContentSegment> segments;
+  std::uint32_t user = kNoUser;  // closed-loop user that sent it
+  std::uint32_t turn = 0;        // turn within the user's session (0 = first)
+
+  static constexpr std::uint32_t kNoUser = std::numeric_limits<std::uint32_t>::max();
+};
+
+}  // namespace capsim
