@@ -4,6 +4,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/cli/scenario.h"
 #include "sim/core/error.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,17 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     return report_error(e);
+  }
+  if (app.get_subcommands().empty()) {
+    // The main job on built-in defaults: the chatbot scenario of the domain notes.
+    try {
+      std::cout << "capsim: no command given; running the default scenario "
+                   "(workloads/chatbot-500-users.yaml). `capsim --help` lists the commands.\n\n";
+      ScenarioFlags none;
+      return run_scenario(none.resolve(data_dir() + "/workloads/chatbot-500-users.yaml"), "", true);
+    } catch (const std::exception& e) {
+      return report_error(e);
+    }
   }
   return exit_code;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "sim/core/error.h"
@@ -186,7 +187,12 @@ void load_scenario_file(const std::string& path, ScenarioSpec& s) {
     if (wl["requests"]) s.requests = whole(wl["requests"], w + ".requests", 1, 2'000'000'000);
     if (wl["duration"]) s.duration = scalar(wl["duration"], w + ".duration");
     if (wl["warmup"]) s.warmup = scalar(wl["warmup"], w + ".warmup");
-    if (wl["trace"]) s.trace = scalar(wl["trace"], w + ".trace");
+    if (wl["trace"]) {
+      // A relative trace path is relative to the scenario file, so scenarios run from anywhere.
+      std::filesystem::path t = scalar(wl["trace"], w + ".trace");
+      if (t.is_relative()) t = std::filesystem::path(path).parent_path() / t;
+      s.trace = t.lexically_normal().string();
+    }
     if (wl["trace_format"]) s.trace_format = scalar(wl["trace_format"], w + ".trace_format");
     if (wl["time_scale"]) s.time_scale = parse_number(scalar(wl["time_scale"], w + ".time_scale"), w + ".time_scale");
   }

@@ -32,21 +32,23 @@ YamlDoc YamlDoc::load(const std::string& path) {
   return doc;
 }
 
-YAML::Node YamlDoc::find(const std::string& field) const {
-  YAML::Node node = YAML::Clone(root_);
-  std::size_t start = 0;
-  while (start <= field.size()) {
-    const std::size_t dot = field.find('.', start);
-    const std::string key = field.substr(start, dot == std::string::npos ? dot : dot - start);
-    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    YAML::Node child = node[key];
-    if (!child) return YAML::Node(YAML::NodeType::Undefined);
-    node = child;
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return node;
+namespace {
+
+// Walks a dotted path without assigning YAML::Node handles (assignment in yaml-cpp rebinds the
+// referenced node, so each level is a fresh copy-constructed handle).
+YAML::Node find_path(const YAML::Node& node, const std::string& field, std::size_t start) {
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  const std::size_t dot = field.find('.', start);
+  const std::string key = field.substr(start, dot == std::string::npos ? dot : dot - start);
+  const YAML::Node child = node[key];
+  if (!child) return YAML::Node(YAML::NodeType::Undefined);
+  if (dot == std::string::npos) return child;
+  return find_path(child, field, dot + 1);
 }
+
+}  // namespace
+
+YAML::Node YamlDoc::find(const std::string& field) const { return find_path(root_, field, 0); }
 
 std::string YamlDoc::string(const std::string& field) const {
   auto v = optional_string(field);

@@ -17,6 +17,21 @@ Percentiles summarize(const Samples& s) {
   return p;
 }
 
+Percentiles summarize(const WeightedSamples& s) {
+  Percentiles p;
+  p.count = static_cast<std::size_t>(s.size());
+  if (s.empty()) return p;
+  p.mean = s.mean();
+  p.median = s.percentile(50);
+  p.std = s.stddev();
+  p.p90 = s.percentile(90);
+  p.p95 = s.percentile(95);
+  p.p99 = s.percentile(99);
+  p.min = s.min();
+  p.max = s.max();
+  return p;
+}
+
 void MetricsCollector::on_token(const Sequence& s, SimTime now) {
   if (s.generated > 1 && counted(s.req)) itl_.add(to_seconds(now - s.last_token));
 }

@@ -11,6 +11,7 @@
 #include "sim/core/stats.h"
 #include "sim/core/time.h"
 #include "sim/engine/replica.h"
+#include "sim/metrics/weighted_samples.h"
 
 namespace capsim {
 
@@ -34,6 +35,7 @@ struct Percentiles {
   std::size_t count = 0;
 };
 Percentiles summarize(const Samples& s);
+Percentiles summarize(const WeightedSamples& s);
 
 class MetricsCollector {
  public:
@@ -44,7 +46,7 @@ class MetricsCollector {
 
   bool counted(const Request& r) const { return r.arrival >= warmup_end_; }
   const std::vector<RequestRecord>& records() const { return records_; }
-  const Samples& itl() const { return itl_; }
+  const WeightedSamples& itl() const { return itl_; }
   std::int64_t rejected() const { return rejected_; }
   SimTime warmup_end() const { return warmup_end_; }
   SimTime last_finish() const { return last_finish_; }
@@ -53,7 +55,7 @@ class MetricsCollector {
  private:
   SimTime warmup_end_;
   std::vector<RequestRecord> records_;
-  Samples itl_;
+  WeightedSamples itl_;  // pooled inter-token gaps, as vLLM pools them
   std::int64_t rejected_ = 0;
   SimTime last_finish_ = 0;
   SimTime first_arrival_ = -1;

@@ -1,0 +1,33 @@
+// Samples stored as (value, count) runs: equal consecutive values cost one entry. Inter-token
+// gaps come in runs (every sequence of a decode step sees the same gap), so a million gaps take
+// a few thousand entries. Statistics equal those of the expanded list, percentiles included
+// (numpy's linear interpolation).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace capsim {
+
+class WeightedSamples {
+ public:
+  void add(double value, std::int64_t count = 1);
+  std::int64_t size() const { return total_; }
+  bool empty() const { return total_ == 0; }
+  double mean() const;
+  double stddev() const;  // population
+  double percentile(double p) const;  // REQUIRES: !empty(), 0 <= p <= 100
+  double min() const { return percentile(0); }
+  double max() const { return percentile(100); }
+
+ private:
+  void sort_if_needed() const;
+  double at(std::int64_t index) const;  // the index-th smallest of the expanded list
+
+  mutable std::vector<std::pair<double, std::int64_t>> runs_;
+  mutable bool sorted_ = true;
+  std::int64_t total_ = 0;
+};
+
+}  // namespace capsim
