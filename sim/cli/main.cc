@@ -11,8 +11,10 @@ int main(int argc, char** argv) {
   using namespace capsim::cli;
   CLI::App app{"capsim: how many GPUs of which type serve model M to N users, and at what cost"};
   app.require_subcommand(0, 1);
-  std::string data;
-  app.add_option("--data-dir", data, "where calibration/, models/ and workloads/ live");
+  // Set as soon as it is parsed: subcommand callbacks run inside parse() and need it.
+  app.add_option_function<std::string>("--data-dir", [](const std::string& d) { set_data_dir(d); },
+                                       "where calibration/, models/ and workloads/ live")
+      ->trigger_on_parse();
   int exit_code = 0;
   add_fit_command(app, exit_code);
   add_roofline_command(app, exit_code);
@@ -21,7 +23,6 @@ int main(int argc, char** argv) {
   app.footer("run `capsim <command> --help` for a command's flags and examples");
   try {
     app.parse(argc, argv);
-    if (!data.empty()) set_data_dir(data);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {

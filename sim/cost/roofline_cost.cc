@@ -74,7 +74,10 @@ RooflineCost::RooflineCost(const Deployment& d) {
   peak_flops_ = c.peak(d.compute_precision());
   peak_bandwidth_ = c.memory_bandwidth;
   gemm_rate_ = peak_flops_ * std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale);
-  attention_rate_ = c.peak(native_half(c)) *
+  // Attention runs in 16-bit (fp8 KV is dequantised in the kernel), or in fp32 for fp32 models.
+  const Precision attention_precision =
+      d.compute_precision() == Precision::kFp32 ? Precision::kFp32 : native_half(c);
+  attention_rate_ = c.peak(attention_precision) *
                     std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale *
                                       e.attention_compute_scale);
   bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
@@ -106,9 +109,12 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
     const double c = flops / rate;
     const double mem = bytes / bandwidth_;
     const double floor = kernels * kernel_floor_;
-    const double s = std::max({c, mem, floor}) * repeat;
+    // Near the ridge point a kernel is held back by both limits at once, so the two times are
+    // combined as a 2-norm rather than a max (docs/cost-model.md#step-time); far from it the
+    // larger term dominates and the 2-norm tends to the plain roofline.
+    const double s = std::max(std::hypot(c, mem), floor) * repeat;
     Bound bound = c >= mem ? Bound::kCompute : Bound::kMemory;
-    if (floor > c && floor > mem) bound = Bound::kFloor;
+    if (floor > std::hypot(c, mem)) bound = Bound::kFloor;
     out.seconds += s;
     out.flops += flops * repeat;
     out.bytes += bytes * repeat;

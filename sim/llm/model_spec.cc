@@ -118,7 +118,7 @@ std::int64_t ModelSpec::embedding_params() const { return vocab * hidden; }
 
 std::int64_t ModelSpec::lm_head_params() const {
   if (encoder_only || tied_embeddings) return 0;
-  return vocab * hidden + (model_type == "gptj" ? vocab : 0);
+  return vocab * hidden + ((model_type == "gptj" || model_type == "phi") ? vocab : 0);
 }
 
 std::int64_t ModelSpec::total_params() const {
@@ -131,7 +131,7 @@ std::int64_t ModelSpec::total_params() const {
     // BERT: position and token-type embeddings, embedding LayerNorm, pooler.
     p += max_context * hidden + 2 * hidden + 2 * hidden + hidden * hidden + hidden;
   }
-  if (model_type == "gptj") p += hidden;  // final LayerNorm has a bias too
+  if (model_type == "gptj" || model_type == "phi") p += hidden;  // final LayerNorm has a bias too
   return p + extra_params;
 }
 
@@ -326,10 +326,19 @@ ModelSpec load_model_config(const std::string& path) {
     m.moe_layers = moe_layers;
     m.dense_layers = m.layers - moe_layers;
   }
-  if (&cfg != &root && root.contains("vision_config")) {
-    // The vision tower is not simulated; its weights still occupy memory. Without an exact
-    // count we use Llama 4's published ~0.87B (docs/cost-model.md#multimodal).
-    m.extra_params = 870'000'000;
+  if (&cfg != &root && root.contains("vision_config") && root["vision_config"].is_object()) {
+    // The vision tower is never simulated, but its weights occupy memory. Llama 4's is published
+    // (~0.87B); otherwise estimate a ViT from its config: per layer 4 h^2 (attention) + 3 h i
+    // (gated MLP), plus a projector into the text model (h x H + H^2).
+    if (m.model_type.rfind("llama4", 0) == 0) {
+      m.extra_params = 870'000'000;
+    } else {
+      const json& v = root["vision_config"];
+      const auto vh = opt_int(v, {"hidden_size"}, path).value_or(0);
+      const auto vi = opt_int(v, {"intermediate_size"}, path).value_or(4 * vh);
+      const auto vl = opt_int(v, {"num_hidden_layers"}, path).value_or(0);
+      m.extra_params = vl * (4 * vh * vh + 3 * vh * vi) + vh * m.hidden + m.hidden * m.hidden;
+    }
     m.extra_params_note = "vision tower, approximate";
   }
   return m;

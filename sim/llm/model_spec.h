@@ -86,7 +86,8 @@ struct ModelSpec {
   double kv_elements_per_token_per_layer(int tp) const;
 
   // ---- FLOPs ----
-  // Matmul FLOPs per token excluding attention scores (2 x active linear params incl. lm_head).
+  // Matmul FLOPs per token excluding attention scores and the LM head (2 x active linear
+  // params of the layers); the LM head runs only for sequences that sample.
   double linear_flops_per_token() const;
   // Attention FLOPs for one query token against `context` keys, all layers (QK^T and PV).
   double attention_flops_per_token(double context) const;

@@ -134,7 +134,7 @@ TEST_CASE("rng: golden values of the distributions for seed 42", "[core][rng]") 
   for (std::int64_t w : {5, 13, 12, 13, 11, 12, 5, 9, 8, 9}) CHECK(ptrs10.poisson(10) == w);
 }
 
-TEST_CASE("rng: same seed, same stream; split is pure and independent", "[core][rng]") {
+TEST_CASE("rng: same seed gives the same stream, and split is pure and independent", "[core][rng]") {
   Rng a(7), b(7), c(8);
   bool all_equal = true, any_differs_from_c = false;
   for (int i = 0; i < 100; ++i) {

@@ -1,0 +1,364 @@
+// The roofline step cost (sim/cost/roofline_cost.h), operator group by operator group, worked out
+// by hand. Peak rates and efficiencies are read from the Card and EngineProfile objects (they are
+// data: calibration/cards/*.yaml, calibration/engines/vllm.yaml) and each test says which; the
+// model arithmetic is done here.
+#include "sim/cost/roofline_cost.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim/cost/batch_shape.h"
+#include "sim/cost/engine_profile.h"
+#include "sim/hardware/card.h"
+#include "sim/llm/deployment.h"
+#include "sim/llm/model_spec.h"
+
+#ifndef CAPSIM_DATA_DIR
+#error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
+#endif
+
+namespace {
+
+using namespace capsim;
+
+const CardCatalogue& cards() {
+  static const CardCatalogue c =
+      CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
+  return c;
+}
+const ModelCatalogue& models() {
+  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
+  return m;
+}
+const EngineProfile& vllm() {
+  static const EngineCatalogue e =
+      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
+  return e.find("vllm");
+}
+
+Deployment deploy(const std::string& model, const std::string& card, int tp = 1,
+                  Precision weights = Precision::kBf16, Precision kv = Precision::kBf16) {
+  Deployment d;
+  d.model = models().find(model);
+  d.card = cards().find(card);
+  d.engine = vllm();
+  d.tp = tp;
+  d.weights = weights;
+  d.kv_cache = kv;
+  d.limits = default_limits(d.card, d.engine);
+  d.validate();
+  return d;
+}
+
+BatchShape decodes(int batch, int context) {
+  BatchShape b;
+  for (int i = 0; i < batch; ++i) b.add_decode(context);
+  return b;
+}
+
+BatchShape prefill(int tokens, int cached = 0) {
+  BatchShape b;
+  b.add_prefill_chunk(cached, tokens, true);
+  return b;
+}
+
+const OperatorCost& group(const StepBreakdown& s, const std::string& name) {
+  for (const auto& g : s.groups) {
+    if (g.group == name) return g;
+  }
+  FAIL("no operator group " << name);
+  static OperatorCost none;
+  return none;
+}
+
+bool has_group(const StepBreakdown& s, const std::string& name) {
+  for (const auto& g : s.groups) {
+    if (g.group == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("roofline: the data the hand calculations below rely on", "[cost][roofline]") {
+  // Stated once, so that a change of the data files shows up here and not as a puzzle below.
+  const Card& h100 = cards().find("h100-sxm");
+  CHECK(h100.memory_bandwidth == Approx(3.35e12).epsilon(1e-15));
+  CHECK(h100.peak(Precision::kBf16) == Approx(989.4e12).epsilon(1e-15));
+  CHECK(vllm().bandwidth_efficiency_scale == 1.0);
+  CHECK(vllm().compute_efficiency_scale == 1.0);
+  CHECK(vllm().step_overhead_s == Approx(0.6e-3).epsilon(1e-15));
+  CHECK(vllm().per_sequence_overhead_s == Approx(1.1e-6).epsilon(1e-15));
+  CHECK(vllm().allreduce_latency_nvlink_s == Approx(10e-6).epsilon(1e-15));
+  CHECK(vllm().allreduce_latency_pcie_s == Approx(30e-6).epsilon(1e-15));
+}
+
+TEST_CASE("roofline: llama-3.1-8b batch-1 decode streams the MLP weights", "[cost][roofline]") {
+  const Deployment d = deploy("llama-3.1-8b", "h100-sxm");
+  const RooflineCost cost(d);
+  const StepBreakdown s = cost.breakdown(decodes(1, 1024));
+  const OperatorCost& mlp = group(s, "mlp");
+  // Achieved bandwidth = 3.35 TB/s x the card's bandwidth efficiency (card.bandwidth_efficiency,
+  // 0.78 in h100-sxm.yaml) x the engine's scale (1.0 for vLLM).
+  const double eff = d.card.bandwidth_efficiency * d.engine.bandwidth_efficiency_scale;
+  CHECK(cost.bytes_per_s() == Approx(3.35e12 * eff).epsilon(1e-14));
+  // Bytes: the MLP weights of 32 layers, 32 x 3 x 4096 x 14336 x 2 B = 11,274,289,152, plus the
+  // activations read and written, 32 x 2 x 4096 x 2 B = 524,288. Total 11,274,813,440 B.
+  const double bytes = 32.0 * 3 * 4096 * 14336 * 2 + 32.0 * 2 * 4096 * 2;
+  CHECK(bytes == 11'274'813'440.0);
+  CHECK(mlp.bytes == bytes);
+  CHECK(mlp.memory_s == Approx(bytes / (3.35e12 * eff)).epsilon(1e-12));
+  // FLOPs: 2 x 1 token x 176,160,768 x 32 = 11,274,289,152, a few microseconds of compute.
+  CHECK(mlp.flops == 2.0 * 3 * 4096 * 14336 * 32);
+  CHECK(mlp.bound == Bound::kMemory);
+  // The group's time is the 2-norm of its compute and memory times (docs/cost-model.md#step-time);
+  // with compute ~1000x smaller it is the memory time to within 1e-6.
+  const double compute = 2.0 * 3 * 4096 * 14336 * 32 / (989.4e12 * d.card.compute_efficiency);
+  CHECK(mlp.seconds == Approx(std::sqrt(compute * compute + mlp.memory_s * mlp.memory_s)).epsilon(1e-12));
+  CHECK(mlp.seconds == Approx(bytes / (3.35e12 * eff)).epsilon(1e-5));
+  // ~4.3 ms with the catalogue's 0.78.
+  CHECK(mlp.seconds > 4e-3);
+}
+
+TEST_CASE("roofline: an 8192-token prefill is compute-bound in the MLP", "[cost][roofline]") {
+  const Deployment d = deploy("llama-3.1-8b", "h100-sxm");
+  const RooflineCost cost(d);
+  const StepBreakdown s = cost.breakdown(prefill(8192));
+  const OperatorCost& mlp = group(s, "mlp");
+  // Achieved rate = 989.4 TFLOPS (dense bf16) x the card's compute efficiency
+  // (card.compute_efficiency, 0.76 in h100-sxm.yaml) x the engine's scale (1.0).
+  const double eff = d.card.compute_efficiency * d.engine.compute_efficiency_scale;
+  CHECK(cost.gemm_flops_per_s() == Approx(989.4e12 * eff).epsilon(1e-14));
+  // 2 x 8192 tokens x (3 x 4096 x 14336 = 176,160,768) x 32 layers = 92,358,976,733,184 FLOPs;
+  // at 989.4e12 x 0.76 = 751.9 TFLOPS that is 122.8 ms.
+  const double flops = 2.0 * 8192 * 3 * 4096 * 14336 * 32;
+  CHECK(flops == 92'358'976'733'184.0);
+  CHECK(mlp.flops == flops);
+  CHECK(mlp.compute_s == Approx(flops / (989.4e12 * eff)).epsilon(1e-12));
+  CHECK(mlp.bound == Bound::kCompute);
+  // Memory side: (352,321,536 weights + 2 x 8192 x 4096 x 2 activations) x 32 B at the achieved
+  // bandwidth; the step combines both as sqrt(compute^2 + memory^2).
+  const double bytes = (352'321'536.0 + 2.0 * 8192 * 4096 * 2) * 32;
+  const double memory = bytes / (3.35e12 * d.card.bandwidth_efficiency);
+  CHECK(mlp.memory_s == Approx(memory).epsilon(1e-12));
+  CHECK(mlp.seconds == Approx(std::sqrt(std::pow(flops / (989.4e12 * eff), 2) + memory * memory)).epsilon(1e-12));
+  // Memory side for comparison: far less time.
+  CHECK(mlp.memory_s < mlp.compute_s / 10);
+  // The step has a prefill attention group and no decode attention.
+  CHECK(has_group(s, "attention_prefill"));
+  CHECK_FALSE(has_group(s, "attention_decode"));
+}
+
+TEST_CASE("roofline: tensor-parallel all-reduce over NVLink", "[cost][roofline]") {
+  // llama-3.1-70b, TP 4 on h100-sxm (NVLink 900 GB/s total = 450 GB/s a direction), batch 64.
+  const Deployment d = deploy("llama-3.1-70b", "h100-sxm", 4);
+  const RooflineCost cost(d);
+  // NCCL reaches 80% of the per-direction rate: 900e9 / 2 x 0.8 = 360 GB/s.
+  CHECK(cost.link_bytes_per_s() == Approx(900e9 / 2 * 0.8).epsilon(1e-15));
+  CHECK(cost.allreduce_latency_s() == Approx(10e-6).epsilon(1e-15));
+  const StepBreakdown s = cost.breakdown(decodes(64, 2048));
+  // Each all-reduce: 64 tokens x 8192 x 2 B = 1,048,576 B; ring traffic 2 x 3/4 of it over the link.
+  //   10 us + 2 x 3/4 x 64 x 8192 x 2 / (900e9/2 x 0.8) = 10 us + 1,572,864 / 360e9 = 14.369 us
+  // Two per layer over 80 layers, plus the embedding's: 14.369 us x 160 + 10 us = 2.309 ms.
+  const double per = 10e-6 + 2.0 * 3 / 4 * 64 * 8192 * 2 / (900e9 / 2 * 0.8);
+  const double expected = per * 2 * 80 + 10e-6;
+  const OperatorCost& ar = group(s, "all_reduce");
+  CHECK(ar.seconds == Approx(expected).epsilon(1e-12));
+  CHECK(ar.bound == Bound::kCommunication);
+  CHECK(s.communication_s == Approx(expected).epsilon(1e-12));
+  CHECK(expected == Approx(2.309e-3).epsilon(1e-3));
+}
+
+TEST_CASE("roofline: without NVLink or P2P the link is PCIe through host memory",
+          "[cost][roofline]") {
+  // rtx-4090: PCIe gen4 x16 = 16 x 1.969 GB/s = 31.504 GB/s a direction; x 0.8 (NCCL) x 0.5
+  // (no peer-to-peer: staged through host memory) = 12.6016 GB/s; NCCL latency over PCIe 30 us.
+  const Deployment d = deploy("llama-3.1-8b", "rtx-4090", 2);
+  const RooflineCost cost(d);
+  CHECK(cost.link_bytes_per_s() == Approx(16 * 1.969e9 * 0.8 * 0.5).epsilon(1e-14));
+  CHECK(cost.allreduce_latency_s() == Approx(30e-6).epsilon(1e-15));
+  // Batch 1: each all-reduce 30 us + 2 x 1/2 x 4096 x 2 B / 12.6016e9 = 30 us + 0.650 us;
+  // x 2 x 32 layers + 30 us.
+  const double per = 30e-6 + 2.0 * 1 / 2 * 4096 * 2 / (16 * 1.969e9 * 0.8 * 0.5);
+  const StepBreakdown s = cost.breakdown(decodes(1, 1024));
+  CHECK(group(s, "all_reduce").seconds == Approx(per * 2 * 32 + 30e-6).epsilon(1e-12));
+
+  // h100-sxm at TP 16 leaves its 8-GPU NVLink domain: PCIe gen5 x16 with P2P,
+  // 16 x 3.938 GB/s x 0.8 = 50.4064 GB/s.
+  const RooflineCost wide(deploy("llama-3.1-8b", "h100-sxm", 16));
+  CHECK(wide.link_bytes_per_s() == Approx(16 * 3.938e9 * 0.8).epsilon(1e-14));
+  CHECK(wide.allreduce_latency_s() == Approx(30e-6).epsilon(1e-15));
+  // TP 1: no all-reduce at all.
+  const RooflineCost single(deploy("llama-3.1-8b", "h100-sxm"));
+  CHECK_FALSE(has_group(single.breakdown(decodes(1, 1024)), "all_reduce"));
+}
+
+TEST_CASE("roofline: a single token reads 2 of mixtral's 8 experts", "[cost][roofline]") {
+  const Deployment d = deploy("mixtral-8x7b", "h100-sxm");
+  const RooflineCost cost(d);
+  const StepBreakdown one = cost.breakdown(decodes(1, 1024));
+  const OperatorCost& moe = group(one, "moe_mlp");
+  // Expected experts read: 8 x (1 - (1 - 2/8)^1) = 2. Per layer: 2 experts x 3 x 4096 x 14336
+  // x 2 B = 704,643,072; router 4096 x 8 x 2 B = 65,536; activations 2 x 1 x 4096 x 2 B = 16,384.
+  // x 32 layers = 32 x 704,724,992 = 22,551,199,744 B.
+  CHECK(moe.bytes == 22'551'199'744.0);
+  // FLOPs: 2 x 1 x (2 x 176,160,768 + 32,768) x 32.
+  CHECK(moe.flops == 2.0 * (2 * 176'160'768.0 + 32'768) * 32);
+  CHECK_FALSE(has_group(one, "mlp"));  // no dense layers
+  // Two tokens: 8 x (1 - (3/4)^2) = 3.5 experts expected.
+  //   (3.5 x 176,160,768 x 2 + 65,536 + 2 x 2 x 4096 x 2) x 32
+  //   = (1,233,125,376 + 65,536 + 32,768) x 32 = 39,463,157,760 B.
+  const OperatorCost& two = group(cost.breakdown(decodes(2, 1024)), "moe_mlp");
+  CHECK(two.bytes == Approx(39'463'157'760.0).epsilon(1e-15));
+}
+
+TEST_CASE("roofline: fp8 weights run fp8 math only where the card has it", "[cost][roofline]") {
+  // A100: no fp8 tensor cores; fp8 weights are dequantised to the card's 16-bit type (bf16 on
+  // A100: 312 TFLOPS dense, the same as fp16).
+  const Deployment a100 = deploy("llama-3.1-8b", "a100-80gb-sxm", 1, Precision::kFp8);
+  CHECK(a100.compute_precision() == Precision::kBf16);
+  const RooflineCost a(a100);
+  CHECK(a.peak_flops() == 312e12);
+  // The weights are still read at 1 B each: the MLP of a batch-1 decode reads
+  // 32 x (3 x 4096 x 14336 x 1 + 2 x 4096 x 2) B = 32 x 176,177,152 = 5,637,668,864 B.
+  CHECK(group(a.breakdown(decodes(1, 1024)), "mlp").bytes == 5'637'668'864.0);
+  // H100: fp8 math at 1978.9 TFLOPS dense.
+  const Deployment h100 = deploy("llama-3.1-8b", "h100-sxm", 1, Precision::kFp8);
+  CHECK(h100.compute_precision() == Precision::kFp8);
+  const RooflineCost h(h100);
+  CHECK(h.peak_flops() == Approx(1978.9e12).epsilon(1e-15));
+  CHECK(h.gemm_flops_per_s() == Approx(1978.9e12 * h100.card.compute_efficiency).epsilon(1e-14));
+  // int4 is weight-only everywhere: 16-bit math (fp16 on a T4, which lacks bf16).
+  CHECK(deploy("llama-3.1-8b", "t4", 1, Precision::kInt4, Precision::kFp16).compute_precision() ==
+        Precision::kFp16);
+}
+
+TEST_CASE("roofline: the overhead group is per step plus per sequence", "[cost][roofline]") {
+  const RooflineCost cost(deploy("llama-3.1-8b", "h100-sxm"));
+  // vLLM: 0.6 ms a step + 1.1 us a sequence. 64 decodes: 0.6 ms + 64 x 1.1 us = 0.6704 ms.
+  const StepBreakdown s = cost.breakdown(decodes(64, 1024));
+  CHECK(group(s, "overhead").seconds == Approx(0.6e-3 + 64 * 1.1e-6).epsilon(1e-12));
+  CHECK(s.overhead_s == Approx(0.6704e-3).epsilon(1e-12));
+  // 3 decodes and one prefill chunk: 4 sequences.
+  BatchShape mixed = decodes(3, 1024);
+  mixed.add_prefill_chunk(0, 512, true);
+  CHECK(cost.breakdown(mixed).overhead_s == Approx(0.6e-3 + 4 * 1.1e-6).epsilon(1e-12));
+  // The step is the sum of its groups.
+  double sum = 0;
+  for (const auto& g : s.groups) sum += g.seconds;
+  CHECK(s.seconds == Approx(sum).epsilon(1e-12));
+  CHECK(cost.seconds(decodes(64, 1024)) == s.seconds);
+  // An empty step costs nothing.
+  CHECK(cost.seconds(BatchShape{}) == 0);
+}
+
+TEST_CASE("roofline: a step cannot beat streaming the weights at peak bandwidth",
+          "[cost][roofline][physics]") {
+  struct Case {
+    const char* model;
+    const char* card;
+    int tp;
+    double weight_bytes_per_gpu;  // by hand: 2 B x parameters / TP
+  };
+  const std::vector<Case> cases = {
+      {"llama-3.1-8b", "h100-sxm", 1, 16'060'522'496.0},
+      {"llama-3.1-8b", "rtx-4090", 1, 16'060'522'496.0},
+      {"llama-3.1-70b", "h100-sxm", 4, 141'107'412'992.0 / 4},
+      {"mixtral-8x7b", "h100-sxm", 2, 2 * 46'702'792'704.0 / 2},
+  };
+  for (const auto& c : cases) {
+    INFO(c.model << " on " << c.tp << " x " << c.card);
+    const Deployment d = deploy(c.model, c.card, c.tp);
+    const RooflineCost cost(d);
+    const double floor = c.weight_bytes_per_gpu / d.card.memory_bandwidth;
+    if (!d.model.is_moe()) {
+      // A dense model reads all its weights every step.
+      CHECK(cost.seconds(decodes(1, 1)) >= floor);
+    } else {
+      // An MoE step at batch 1 reads 2 of 8 experts; at a large batch all of them.
+      CHECK(cost.seconds(decodes(256, 1)) >= floor);
+    }
+  }
+}
+
+TEST_CASE("roofline: time never falls as the batch or the context grows",
+          "[cost][roofline][physics]") {
+  for (const char* model : {"llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite"}) {
+    INFO(model);
+    const RooflineCost cost(deploy(model, "h100-sxm", model == std::string("mixtral-8x7b") ? 2 : 1));
+    double last = 0;
+    for (int batch : {1, 2, 3, 4, 8, 16, 32, 64, 100, 128, 256, 512, 1024}) {
+      const double t = cost.seconds(decodes(batch, 2048));
+      CHECK(t >= last);
+      last = t;
+    }
+    last = 0;
+    for (int context : {1, 16, 128, 1024, 4096, 16384, 65536, 131072}) {
+      const double t = cost.seconds(decodes(8, context));
+      CHECK(t >= last);
+      last = t;
+    }
+    last = 0;
+    for (int tokens : {1, 16, 128, 512, 2048, 8192, 16384}) {
+      const double t = cost.seconds(prefill(tokens));
+      CHECK(t >= last);
+      last = t;
+    }
+  }
+}
+
+TEST_CASE("roofline: MFU and MBU lie above 0 and at most 1", "[cost][roofline][physics]") {
+  struct Case {
+    const char* model;
+    const char* card;
+    int tp;
+    Precision weights, kv;
+  };
+  const std::vector<Case> cases = {
+      {"llama-3.1-8b", "h100-sxm", 1, Precision::kBf16, Precision::kBf16},
+      {"llama-3.1-8b", "h100-sxm", 1, Precision::kFp8, Precision::kFp8},
+      {"llama-3.1-8b", "a100-80gb-sxm", 1, Precision::kInt4, Precision::kBf16},
+      {"llama-3.1-70b", "h100-sxm", 4, Precision::kBf16, Precision::kBf16},
+      {"mixtral-8x7b", "h100-sxm", 2, Precision::kBf16, Precision::kBf16},
+      {"deepseek-v2-lite", "h100-sxm", 1, Precision::kBf16, Precision::kBf16},
+      {"llama-3.2-1b", "t4", 1, Precision::kFp16, Precision::kFp16},
+      {"llama-3.1-8b", "rtx-4090", 2, Precision::kBf16, Precision::kBf16},
+  };
+  for (const auto& c : cases) {
+    const RooflineCost cost(deploy(c.model, c.card, c.tp, c.weights, c.kv));
+    std::vector<std::pair<std::string, BatchShape>> shapes;
+    for (int batch : {1, 8, 64, 512}) {
+      for (int context : {128, 4096, 32768}) {
+        shapes.emplace_back("decode " + std::to_string(batch) + " @ " + std::to_string(context),
+                            decodes(batch, context));
+      }
+    }
+    for (int tokens : {1, 512, 8192}) {
+      for (int cached : {0, 30000}) {
+        shapes.emplace_back("prefill " + std::to_string(tokens) + " after " +
+                                std::to_string(cached),
+                            prefill(tokens, cached));
+      }
+    }
+    for (const auto& [label, b] : shapes) {
+      INFO(c.model << " on " << c.tp << " x " << c.card << ", " << label);
+      const StepBreakdown s = cost.breakdown(b);
+      CHECK(s.mfu > 0);
+      CHECK(s.mfu <= 1);
+      CHECK(s.mbu > 0);
+      CHECK(s.mbu <= 1);
+    }
+  }
+}
+
+// With fp32 weights both GEMMs and attention run at the fp32 peak, so MFU (relative to the fp32
+// peak) stays <= 1 even for an attention-heavy step.
+TEST_CASE("roofline: MFU stays <= 1 with fp32 weights", "[cost][roofline][physics]") {
+  const RooflineCost cost(deploy("llama-3.2-1b", "h100-sxm", 1, Precision::kFp32, Precision::kFp32));
+  // A 512-token chunk after 100,000 cached tokens: attention dominates the FLOPs.
+  const StepBreakdown s = cost.breakdown(prefill(512, 100000));
+  CHECK(s.mfu <= 1);
+}
