@@ -73,7 +73,10 @@ RooflineCost::RooflineCost(const Deployment& d) {
   const EngineProfile& e = d.engine;
   peak_flops_ = c.peak(d.compute_precision());
   peak_bandwidth_ = c.memory_bandwidth;
-  gemm_rate_ = peak_flops_ * std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale);
+  const double gemm_efficiency = d.compute_precision() == Precision::kFp8 && c.compute_efficiency_fp8 > 0
+                                     ? c.compute_efficiency_fp8
+                                     : c.compute_efficiency;
+  gemm_rate_ = peak_flops_ * std::min(1.0, gemm_efficiency * e.compute_efficiency_scale);
   // Attention runs in 16-bit (fp8 KV is dequantised in the kernel), or in fp32 for fp32 models.
   const Precision attention_precision =
       d.compute_precision() == Precision::kFp32 ? Precision::kFp32 : native_half(c);

@@ -103,6 +103,14 @@ Card CardCatalogue::load_file(const std::string& path) {
   c.bandwidth_efficiency = doc.quantity("efficiency.memory_bandwidth", std::nullopt);
   c.compute_efficiency = doc.quantity("efficiency.compute", std::nullopt);
   c.kernel_floor_s = doc.optional_quantity("efficiency.kernel_floor", Kind::kTime).value_or(0);
+  c.compute_efficiency_fp8 = doc.optional_quantity("efficiency.compute_fp8", std::nullopt).value_or(0);
+  if (c.compute_efficiency_fp8 > 1) {
+    throw Error(doc.where("efficiency.compute_fp8") + ": " + std::to_string(c.compute_efficiency_fp8) +
+                " is not a fraction in (0, 1]");
+  }
+  if (c.compute_efficiency_fp8 > 0 && !c.supports(Precision::kFp8)) {
+    throw Error(doc.where("efficiency.compute_fp8") + ": the card has no fp8 in dense_peak");
+  }
   for (const char* f : {"efficiency.memory_bandwidth", "efficiency.compute"}) {
     const double v = doc.quantity(f, std::nullopt);
     if (v <= 0 || v > 1) {
@@ -111,7 +119,7 @@ Card CardCatalogue::load_file(const std::string& path) {
   }
   for (const char* f : {"memory", "memory_visible", "memory_bandwidth", "tdp",
                         "interconnect.nvlink_bandwidth", "efficiency.memory_bandwidth",
-                        "efficiency.compute", "efficiency.kernel_floor"}) {
+                        "efficiency.compute", "efficiency.compute_fp8", "efficiency.kernel_floor"}) {
     const std::string s = doc.source_of(f);
     if (!s.empty()) c.sources[f] = s;
   }

@@ -35,6 +35,7 @@ struct Card {
 
   double bandwidth_efficiency = 0.75;  // achieved / peak memory bandwidth
   double compute_efficiency = 0.7;     // achieved / dense peak on large GEMMs
+  double compute_efficiency_fp8 = 0;   // the same for fp8 GEMMs; 0 = as compute_efficiency
   double kernel_floor_s = 0;           // minimum time of one operator-group kernel
 
   std::map<std::string, std::string> sources;  // field -> citation
