@@ -305,7 +305,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
 
 namespace capsim::cli {
 
-void ScenarioFlags::add_to(CLI::App& cmd) {
+void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   const auto bind = [&](auto member, const std::string& names, const std::string& help) {
     CLI::Option* o = cmd.add_option(names, cli_.*member, help);
     setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) { dst.*member = src.*member; });
@@ -319,16 +319,20 @@ void ScenarioFlags::add_to(CLI::App& cmd) {
     return o;
   };
   bind_dep(&DeploymentFlags::model, "--model,-m", "model: catalogue name, Hugging Face id or config.json path (default llama-3.1-8b)");
-  bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm)");
-  bind_dep(&DeploymentFlags::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
-  bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
-  bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
+  if (with_deployment) {
+    bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm)");
+    bind_dep(&DeploymentFlags::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
+    bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
+    bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
+  }
   bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy");
   bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
   bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
   bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
-  bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
+  if (with_deployment) {
+    bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
+  }
   bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware");
   bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
   bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");

@@ -68,7 +68,8 @@ void load_scenario_file(const std::string& path, ScenarioSpec& spec);
 // overrides the scenario file's field.
 class ScenarioFlags {
  public:
-  void add_to(CLI::App& cmd);
+  // `with_deployment` false leaves out --card, --tp, --weights and --kv-cache (plan takes lists).
+  void add_to(CLI::App& cmd, bool with_deployment = true);
   // The file's spec (if `file` is non-empty) with every flag that was given applied on top.
   ScenarioSpec resolve(const std::string& file) const;
 

@@ -169,12 +169,14 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   const Deployment& d = b.config.groups.front().deployment;
   os << "capsim simulate: " << spec.name << "\n";
   os << "  model " << d.model.name << "; ";
+  std::size_t first_replica = 0;
   for (std::size_t i = 0; i < b.config.groups.size(); ++i) {
     const ReplicaGroup& g = b.config.groups[i];
     os << (i ? " + " : "") << g.replicas << " x " << g.deployment.card.name
        << (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "") << " ("
        << precision_name(g.deployment.weights) << ", KV " << precision_name(g.deployment.kv_cache) << ", "
-       << r.replicas[0].kv_tokens << " KV tokens/replica)";
+       << r.replicas[first_replica].kv_tokens << " KV tokens/replica)";
+    first_replica += static_cast<std::size_t>(g.replicas);
   }
   os << "; engine " << d.engine.name << " (" << b.config.policy << ", max_num_seqs "
      << d.limits.max_num_seqs << ", max_num_batched_tokens " << d.limits.max_num_batched_tokens

@@ -109,7 +109,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     const std::uint32_t target = router_->route(r, replicas_);
     if (r.prompt_tokens + r.output_tokens > max_len_[target]) {
       // vLLM rejects a request longer than max_model_len before it is queued.
-      metrics_.on_reject();
+      metrics_.on_reject(r);
       workload_.on_finish(r, now, *this);
       return;
     }

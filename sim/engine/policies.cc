@@ -22,7 +22,7 @@ std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name) {
     if (p.name == name) return p.make();
     names.push_back(p.name);
   }
-  throw Error(unknown_name_message("scheduler policy", name, names));
+  throw Error("--scheduler: " + unknown_name_message("scheduler policy", name, names));
 }
 
 }  // namespace capsim

@@ -40,12 +40,15 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
     Sequence& s = r.seq(slot);
     const std::int64_t hits = r.lookup_hits(s);
     const std::int64_t want = s.tokens() - hits * lim.block_size;
-    if (!lim.enable_chunked_prefill && want > budget) break;
-    const std::int64_t n = std::min(want, budget);
+    // Without chunked prefill a prompt runs whole. One longer than the remaining budget waits,
+    // unless no other prefill is in this step: then it runs alone past the budget (an engine
+    // that cannot chunk must still serve every prompt it accepted).
+    if (!lim.enable_chunked_prefill && want > budget && plan.shape.prefill_tokens > 0) break;
+    const std::int64_t n = lim.enable_chunked_prefill ? std::min(want, budget) : want;
     if (!r.admit(slot, hits, n)) break;
     waiting.pop_front();
     r.plan_item(plan, slot, n);
-    budget -= n;
+    budget = std::max<std::int64_t>(0, budget - n);
   }
 }
 

@@ -42,7 +42,9 @@ class MetricsCollector {
   explicit MetricsCollector(SimTime warmup_end) : warmup_end_(warmup_end) {}
   void on_token(const Sequence& s, SimTime now);
   void on_finish(const Sequence& s, SimTime now, std::uint32_t replica);
-  void on_reject() { ++rejected_; }
+  void on_reject(const Request& r) {
+    if (counted(r)) ++rejected_;
+  }
 
   bool counted(const Request& r) const { return r.arrival >= warmup_end_; }
   const std::vector<RequestRecord>& records() const { return records_; }

@@ -1,0 +1,292 @@
+// `capsim simulate` as a user runs it: the built binary (CAPSIM_BINARY), its stdout, stderr,
+// exit status and --json file. Exit status 0 = ran, 2 = bad input with a message naming the flag
+// or file:field and what is accepted. Messages are pinned from the code paths that produce them
+// (sim/cli/scenario.cc, sim/cluster/router.cc, sim/workload/trace.cc, CLI11's range check).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef CAPSIM_BINARY
+#error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
+#endif
+#ifndef CAPSIM_DATA_DIR
+#error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = fs::temp_directory_path() /
+            ("capsim_simulate_cli_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string write(const std::string& name, const std::string& content) const {
+    std::ofstream(file(name), std::ios::binary) << content;
+    return file(name);
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Run {
+  int status = -1;
+  std::string out, err;
+};
+
+// `capsim simulate <args>` from the repository root with the source tree's data.
+Run simulate(const std::string& args) {
+  ScratchDir tmp;
+  const std::string out = tmp.file("stdout"), err = tmp.file("stderr");
+  const std::string cmd = "cd '" + std::string(CAPSIM_DATA_DIR) + "' && env -u CAPSIM_DATA_DIR '" +
+                          std::string(CAPSIM_BINARY) + "' simulate " + args + " >'" + out +
+                          "' 2>'" + err + "'";
+  const int raw = std::system(cmd.c_str());
+  Run r;
+  REQUIRE(WIFEXITED(raw));
+  r.status = WEXITSTATUS(raw);
+  r.out = read_all(out);
+  r.err = read_all(err);
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const char* kSmall =
+    "-q --model llama-3.1-8b --card h100-sxm --rate 20 --requests 300 "
+    "--input-tokens lognormal:300:2000 --output-tokens uniform:10:200";
+
+TEST_CASE("simulate cli: the same one-liner twice writes byte-identical JSON", "[cli][simulate]") {
+  ScratchDir tmp;
+  const std::string a = tmp.file("a.json"), b = tmp.file("b.json"), c = tmp.file("c.json");
+  const Run ra = simulate(std::string(kSmall) + " --seed 4 --json '" + a + "'");
+  const Run rb = simulate(std::string(kSmall) + " --seed 4 --json '" + b + "'");
+  const Run rc = simulate(std::string(kSmall) + " --seed 5 --json '" + c + "'");
+  REQUIRE(ra.status == 0);
+  REQUIRE(rb.status == 0);
+  REQUIRE(rc.status == 0);
+  CHECK(ra.err.empty());  // -q: no progress line
+  const std::string ja = read_all(a), jb = read_all(b), jc = read_all(c);
+  REQUIRE_FALSE(ja.empty());
+  CHECK(ja == jb);          // byte for byte
+  CHECK(ra.out == rb.out);  // and the printed report too
+  CHECK(ja != jc);          // another seed is another run
+  const auto j = nlohmann::json::parse(ja);
+  CHECK(j.at("completed") == 300);
+  CHECK(j.at("failed") == 0);
+  CHECK(j.at("seed") == 4);
+}
+
+TEST_CASE("simulate cli: --json - prints only JSON on stdout", "[cli][simulate]") {
+  const Run r = simulate(std::string(kSmall) + " --json -");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);  // throws (fails the test) if anything else is there
+  CHECK(j.at("completed") == 300);
+}
+
+TEST_CASE("simulate cli: the scenario files in workloads/ run", "[cli][simulate][scenario]") {
+  // Every workloads/*.yaml, as shipped (each runs in about a second or two).
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(std::string(CAPSIM_DATA_DIR) + "/workloads")) {
+    if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE_FALSE(files.empty());
+  ScratchDir tmp;
+  for (const std::string& f : files) {
+    const std::string json = tmp.file("out.json");
+    const Run r = simulate("-q '" + f + "' --json '" + json + "'");
+    INFO(f << "\n" << r.err);
+    CHECK(r.status == 0);
+    if (r.status != 0) continue;
+    const auto j = nlohmann::json::parse(read_all(json));
+    CHECK(j.at("completed").get<long long>() > 0);
+    CHECK(j.at("scenario") == fs::path(f).stem().string());  // each file names itself
+  }
+}
+
+TEST_CASE("simulate cli: one scenario file, and flags override its fields", "[cli][simulate][scenario]") {
+  const std::string f = std::string(CAPSIM_DATA_DIR) + "/workloads/chat-8b-1x-h100.yaml";
+  REQUIRE(fs::exists(f));
+  ScratchDir tmp;
+  const std::string json = tmp.file("o.json");
+  // --requests 50 caps the closed loop; --seed replaces the file's seed 2.
+  const Run r = simulate("-q '" + f + "' --requests 50 --seed 9 --json '" + json + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(read_all(json));
+  CHECK(j.at("scenario") == "chat-8b-1x-h100");
+  CHECK(j.at("seed") == 9);
+  CHECK(j.at("completed").get<long long>() <= 50);
+  CHECK(has(r.out, "capsim simulate: chat-8b-1x-h100"));
+}
+
+TEST_CASE("simulate cli: a scenario written here, with two card types", "[cli][simulate][scenario]") {
+  ScratchDir tmp;
+  const std::string yaml = tmp.write("mixed.yaml",
+                                     "name: mixed-test\n"
+                                     "model: llama-3.1-8b\n"
+                                     "deployment:\n"
+                                     "  - {card: h100-sxm, replicas: 1}\n"
+                                     "  - {card: rtx-4090, replicas: 1}\n"
+                                     "router: round-robin\n"
+                                     "workload: {rate: 4, requests: 100, prompt_tokens: 256, output_tokens: 32}\n"
+                                     "slo: {ttft_p95: 1s}\n"
+                                     "seed: 3\n");
+  const std::string json = tmp.file("m.json");
+  const Run r = simulate("-q '" + yaml + "' --json '" + json + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(read_all(json));
+  CHECK(j.at("completed") == 100);
+  REQUIRE(j.at("deployment").size() == 2);
+  CHECK(j.at("deployment")[1].at("card") == "rtx-4090");
+  const auto& reps = j.at("capsim").at("replicas");
+  REQUIRE(reps.size() == 2);
+  CHECK(reps[0].at("card") == "h100-sxm");
+  CHECK(reps[1].at("card") == "rtx-4090");
+  CHECK(reps[1].at("kv_tokens").get<long long>() < reps[0].at("kv_tokens").get<long long>());
+  CHECK(j.at("capsim").at("slos").size() == 1);
+}
+
+// Each replica group of a mixed cluster is reported with its own KV capacity.
+TEST_CASE("simulate cli: the report shows each card group's own KV capacity",
+          "[cli][simulate][scenario]") {
+  ScratchDir tmp;
+  const std::string yaml = tmp.write("mixed.yaml",
+                                     "name: mixed-kv\n"
+                                     "model: llama-3.1-8b\n"
+                                     "deployment:\n"
+                                     "  - {card: h100-sxm, replicas: 1}\n"
+                                     "  - {card: rtx-4090, replicas: 1}\n"
+                                     "workload: {rate: 4, requests: 20, prompt_tokens: 256, output_tokens: 8}\n");
+  const std::string json = tmp.file("m.json");
+  const Run r = simulate("-q '" + yaml + "' --json '" + json + "'");
+  REQUIRE(r.status == 0);
+  const auto reps = nlohmann::json::parse(read_all(json)).at("capsim").at("replicas");
+  const std::string rtx = "1 x rtx-4090 (bf16, KV bf16, " + std::to_string(reps[1].at("kv_tokens").get<long long>()) +
+                          " KV tokens/replica)";
+  INFO(r.out);
+  CHECK(has(r.out, rtx));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: exit 2, nothing on stdout, one pinned line on stderr.
+
+void check_refused(const Run& r, const std::string& message) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(has(r.err, message));
+}
+
+TEST_CASE("simulate cli: bad input exits 2 with a pinned message", "[cli][simulate][errors]") {
+  SECTION("--rate -1") {
+    // parse_number("--rate") refuses negatives before the > 0 check.
+    check_refused(simulate("-q --rate -1 --requests 10"),
+                  "capsim: error: --rate: '-1' is negative; expected a number >= 0\n");
+  }
+  SECTION("--rate 0") {
+    check_refused(simulate("-q --rate 0 --requests 10"),
+                  "capsim: error: --rate: '0' is not a rate > 0 (requests/s)\n");
+  }
+  SECTION("a zero stage rate") {
+    check_refused(simulate("-q --rate 5@10s,0 --requests 10"),
+                  "capsim: error: --rate: '0' is not a rate > 0 (requests/s)\n");
+  }
+  SECTION("--users 0") {
+    // CLI11's range check on the flag (CLI11 2.x wording).
+    const Run r = simulate("-q --users 0 --requests 10");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "--users: Value 0 not in range 1 to 10000000\nRun with --help for more information.\n");
+  }
+  SECTION("an unknown --router") {
+    check_refused(simulate("-q --rate 5 --requests 10 --router random"),
+                  "capsim: error: --router: unknown router 'random'; accepted: round-robin, "
+                  "least-outstanding, prefix-aware\n");
+  }
+  SECTION("an unknown --scheduler") {
+    check_refused(simulate("-q --rate 5 --requests 10 --scheduler fifo"),
+                  "capsim: error: --scheduler: unknown scheduler policy 'fifo'");
+  }
+  SECTION("a trace with a malformed line") {
+    ScratchDir tmp;
+    const std::string t = tmp.write("bad.csv",
+                                    "arrival_s,input_tokens,output_tokens\n"
+                                    "0.0,100,10\n"
+                                    "0.5,abc,10\n");
+    check_refused(simulate("-q --trace '" + t + "'"),
+                  "capsim: error: " + t + ":3: column 'input_tokens': 'abc' is not a non-negative integer\n");
+  }
+  SECTION("a missing trace file") {
+    check_refused(simulate("-q --trace /nonexistent/trace.csv"),
+                  "capsim: error: /nonexistent/trace.csv: no such trace file\n");
+  }
+  SECTION("a malformed scenario YAML") {
+    ScratchDir tmp;
+    const std::string y = tmp.write("bad.yaml", "name: x\nworkload: {rate: 5\n");
+    const Run r = simulate("-q '" + y + "'");
+    check_refused(r, "capsim: error: " + y + ":");  // file:line:column from yaml-cpp
+    check_refused(r, "malformed YAML");
+  }
+  SECTION("an unknown scenario field, top level and nested") {
+    ScratchDir tmp;
+    const std::string y1 = tmp.write("top.yaml", "name: x\ncolour: red\n");
+    check_refused(simulate("-q '" + y1 + "'"),
+                  "capsim: error: " + y1 +
+                      ": unknown field 'colour'; accepted: name, description, model, deployment, "
+                      "engine, router, workload, slo, seed, references, notes\n");
+    const std::string y2 = tmp.write("nested.yaml", "name: x\nworkload:\n  rate: 5\n  requets: 20\n");
+    check_refused(simulate("-q '" + y2 + "'"),
+                  "capsim: error: " + y2 + ": workload: unknown field 'requets'; accepted: users,");
+  }
+  SECTION("--slo with < instead of <=") {
+    check_refused(simulate("-q --rate 5 --requests 10 --slo 'ttft_p95<1s'"),
+                  "capsim: error: --slo: 'ttft_p95<1s' cannot be parsed; accepted: METRIC_STAT<=TIME "
+                  "with METRIC ttft, tpot, itl, e2el and STAT mean, p50, p90, p95, p99 (e.g. "
+                  "ttft_p95<=1s, tpot_p99<=100ms)\n");
+  }
+  SECTION("--warmup longer than --duration") {
+    check_refused(simulate("-q --rate 5 --duration 5min --warmup 10min"),
+                  "capsim: error: --warmup: 10min is not shorter than --duration 5min\n");
+  }
+  SECTION("a closed loop with no end") {
+    check_refused(simulate("-q --users 10"),
+                  "capsim: error: --users/--concurrency: give --duration D or --requests N (closed "
+                  "loops never end)\n");
+  }
+  SECTION("a missing scenario file") {
+    const Run r = simulate("-q /nonexistent/scenario.yaml");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(has(r.err, "/nonexistent/scenario.yaml"));
+  }
+}
+
+}  // namespace

@@ -1,0 +1,214 @@
+// The paged KV cache (sim/engine/kv_block_manager.h), block by block. Block ids start in the
+// free queue in order 0, 1, 2, ...; allocation pops the head; release pushes a sequence's
+// blocks onto the tail in reverse (vllm-v1-notes.md section 4), so every expected block id
+// below follows from those two rules.
+#include "sim/engine/kv_block_manager.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using capsim::KvBlockManager;
+using Table = std::vector<std::int32_t>;
+
+TEST_CASE("kv: 2 requests x 512 tokens take 64 blocks of 16", "[engine][kv]") {
+  // 512 / 16 = 32 blocks per request; two requests: 64 of the 100 blocks.
+  const std::int64_t block = 16, tokens = 512;
+  const std::int64_t per_request = (tokens + block - 1) / block;
+  REQUIRE(per_request == 32);
+  KvBlockManager kv(100, false);
+  Table a, b;
+  REQUIRE(kv.allocate(per_request, a));
+  REQUIRE(kv.allocate(per_request, b));
+  CHECK(kv.used_blocks() == 64);
+  CHECK(kv.free_blocks() == 100 - 64);
+  CHECK(a.size() == 32);
+  CHECK(b.size() == 32);
+  // Blocks come from the head of the free queue in order: a = 0..31, b = 32..63.
+  CHECK(a.front() == 0);
+  CHECK(a.back() == 31);
+  CHECK(b.front() == 32);
+  CHECK(b.back() == 63);
+}
+
+TEST_CASE("kv: allocate fails and changes nothing when short", "[engine][kv]") {
+  KvBlockManager kv(10, false);
+  Table a;
+  REQUIRE(kv.allocate(8, a));  // 2 left
+  Table b = {77};              // an existing table must not be touched on failure
+  CHECK_FALSE(kv.allocate(3, b));
+  CHECK(b == Table{77});
+  CHECK(kv.free_blocks() == 2);
+  CHECK(kv.used_blocks() == 8);
+  // Exactly what is free still succeeds: blocks 8 and 9 (the queue was not disturbed).
+  CHECK(kv.allocate(2, b));
+  CHECK(b == Table{77, 8, 9});
+  CHECK(kv.free_blocks() == 0);
+  Table c;
+  CHECK_FALSE(kv.allocate(1, c));
+  CHECK(c.empty());
+  CHECK(kv.allocate(0, c));  // nothing asked, nothing to fail
+}
+
+TEST_CASE("kv: release returns the blocks and clears the table", "[engine][kv]") {
+  KvBlockManager kv(10, false);
+  Table a, b;
+  REQUIRE(kv.allocate(4, a));  // 0 1 2 3
+  REQUIRE(kv.allocate(6, b));  // 4..9
+  CHECK(kv.free_blocks() == 0);
+  kv.release(a);
+  CHECK(a.empty());
+  CHECK(kv.free_blocks() == 4);
+  // Released in reverse: the free queue is now 3 2 1 0, so the next allocation gets 3 then 2.
+  Table c;
+  REQUIRE(kv.allocate(2, c));
+  CHECK(c == Table{3, 2});
+  kv.release(b);
+  kv.release(c);
+  CHECK(kv.free_blocks() == 10);
+  CHECK(kv.used_blocks() == 0);
+  CHECK(kv.evictions() == 0);  // nothing was ever cached
+}
+
+TEST_CASE("kv: without prefix caching nothing is registered or found", "[engine][kv]") {
+  KvBlockManager kv(4, false);
+  Table a;
+  REQUIRE(kv.allocate(2, a));
+  const std::uint64_t h[2] = {11, 22};
+  kv.register_block(a[0], h[0]);
+  kv.register_block(a[1], h[1]);
+  CHECK(kv.lookup(h, 2) == 0);
+}
+
+TEST_CASE("kv: prefix lookup stops at the first miss", "[engine][kv][prefix]") {
+  KvBlockManager kv(8, true);
+  Table a;
+  REQUIRE(kv.allocate(4, a));  // 0 1 2 3
+  const std::uint64_t h[4] = {101, 102, 103, 104};
+  kv.register_block(a[0], h[0]);
+  kv.register_block(a[1], h[1]);
+  kv.register_block(a[3], h[3]);  // block 2 (hash 103) is not published
+  CHECK(kv.lookup(h, 4) == 2);    // 101, 102 hit; 103 misses; 104 is never reached
+  CHECK(kv.lookup(h, 1) == 1);    // n caps the answer
+  CHECK(kv.lookup(h + 3, 1) == 1);
+  const std::uint64_t other[2] = {999, 101};
+  CHECK(kv.lookup(other, 2) == 0);  // a miss first: nothing, even though 101 is cached
+  // Referenced blocks are not in the free queue.
+  CHECK(kv.hits_in_free_queue(h, 2) == 0);
+}
+
+TEST_CASE("kv: a hash already published keeps its first block", "[engine][kv][prefix]") {
+  KvBlockManager kv(4, true);
+  Table a, b;
+  REQUIRE(kv.allocate(1, a));  // block 0
+  REQUIRE(kv.allocate(1, b));  // block 1
+  const std::uint64_t h = 555;
+  kv.register_block(a[0], h);
+  kv.register_block(b[0], h);  // same content computed twice: the first stays the cached one
+  Table c;
+  kv.take_hits(&h, 1, c);
+  CHECK(c == Table{0});
+}
+
+TEST_CASE("kv: take_hits references cached blocks and touches them out of the free queue",
+          "[engine][kv][prefix]") {
+  KvBlockManager kv(8, true);
+  Table a;
+  REQUIRE(kv.allocate(4, a));  // 0 1 2 3; free queue 4 5 6 7
+  const std::uint64_t h[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 4; ++i) kv.register_block(a[static_cast<std::size_t>(i)], h[i]);
+  kv.release(a);  // free queue: 4 5 6 7 3 2 1 0, all 8 free, blocks 0-3 still cached
+  // free_blocks counts cached-but-unreferenced blocks (vLLM get_num_free_blocks).
+  CHECK(kv.free_blocks() == 8);
+  CHECK(kv.used_blocks() == 0);
+  CHECK(kv.lookup(h, 4) == 4);
+  CHECK(kv.hits_in_free_queue(h, 4) == 4);
+  CHECK(kv.hits_in_free_queue(h, 2) == 2);
+
+  Table b;
+  kv.take_hits(h, 2, b);  // blocks 0, 1 leave the free queue
+  CHECK(b == Table{0, 1});
+  CHECK(kv.free_blocks() == 6);
+  CHECK(kv.hits_in_free_queue(h, 4) == 2);  // only 2 and 3 still sit in the queue
+
+  // A second request sharing the same prefix takes another reference: no block changes queue.
+  Table c;
+  kv.take_hits(h, 2, c);
+  CHECK(c == Table{0, 1});
+  CHECK(kv.free_blocks() == 6);
+
+  // Allocating all 6 free blocks takes the queue in order 4 5 6 7 3 2: blocks 3 and 2 were
+  // cached, so their content is evicted now (2 evictions); touched blocks 0, 1 are untouched.
+  Table d;
+  REQUIRE(kv.allocate(6, d));
+  CHECK(d == Table{4, 5, 6, 7, 3, 2});
+  CHECK(kv.evictions() == 2);
+  CHECK(kv.lookup(h, 4) == 2);  // 1, 2 still hit (held by b and c); 3 was evicted
+  CHECK(kv.free_blocks() == 0);
+
+  // Block 0 and 1 are shared by b and c: one release keeps them referenced.
+  kv.release(b);
+  CHECK(kv.free_blocks() == 0);
+  kv.release(c);
+  CHECK(kv.free_blocks() == 2);
+}
+
+TEST_CASE("kv: lazy LRU eviction — a freed sequence's tail goes first, content survives until "
+          "reallocated",
+          "[engine][kv][prefix]") {
+  KvBlockManager kv(6, true);
+  Table a, b;
+  REQUIRE(kv.allocate(3, a));  // 0 1 2
+  REQUIRE(kv.allocate(3, b));  // 3 4 5
+  const std::uint64_t ha[3] = {10, 11, 12}, hb[3] = {20, 21, 22};
+  for (int i = 0; i < 3; ++i) {
+    kv.register_block(a[static_cast<std::size_t>(i)], ha[i]);
+    kv.register_block(b[static_cast<std::size_t>(i)], hb[i]);
+  }
+  kv.release(a);  // queue: 2 1 0
+  kv.release(b);  // queue: 2 1 0 5 4 3
+  CHECK(kv.free_blocks() == 6);
+  CHECK(kv.lookup(ha, 3) == 3);  // freed, yet all cached
+  CHECK(kv.lookup(hb, 3) == 3);
+
+  Table c;
+  REQUIRE(kv.allocate(1, c));  // block 2 = a's tail
+  CHECK(c == Table{2});
+  CHECK(kv.evictions() == 1);
+  CHECK(kv.lookup(ha, 3) == 2);  // a's head survives
+  REQUIRE(kv.allocate(1, c));    // block 1
+  CHECK(kv.lookup(ha, 3) == 1);
+  CHECK(kv.lookup(hb, 3) == 3);  // b, freed later, is untouched so far
+  REQUIRE(kv.allocate(2, c));    // block 0 (a's head), then 5 (b's tail)
+  CHECK(c == Table{2, 1, 0, 5});
+  CHECK(kv.lookup(ha, 3) == 0);
+  CHECK(kv.lookup(hb, 3) == 2);
+  CHECK(kv.evictions() == 4);
+
+  // An evicted block can be registered anew under a new hash.
+  const std::uint64_t fresh = 77;
+  kv.register_block(5, fresh);
+  CHECK(kv.lookup(&fresh, 1) == 1);
+}
+
+TEST_CASE("kv: a block freed back to the queue and hit again leaves the queue", "[engine][kv][prefix]") {
+  // touch(): hitting a freed cached block must make it unevictable; allocation then skips it.
+  KvBlockManager kv(3, true);
+  Table a;
+  REQUIRE(kv.allocate(3, a));  // 0 1 2
+  const std::uint64_t h[1] = {9};
+  kv.register_block(0, h[0]);
+  kv.release(a);  // queue: 2 1 0
+  Table hit;
+  kv.take_hits(h, 1, hit);  // block 0 out of the queue; queue: 2 1
+  Table fresh;
+  REQUIRE(kv.allocate(2, fresh));
+  CHECK(fresh == Table{2, 1});
+  CHECK_FALSE(kv.allocate(1, fresh));  // block 0 is referenced, not free
+  CHECK(kv.evictions() == 0);          // 2 and 1 had no hash
+  CHECK(kv.lookup(h, 1) == 1);
+}
+
+}  // namespace
