@@ -10,9 +10,9 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
       hash_(static_cast<std::size_t>(num_blocks), 0),
       prev_(static_cast<std::size_t>(num_blocks), -1),
       next_(static_cast<std::size_t>(num_blocks), -1),
-      in_free_(static_cast<std::size_t>(num_blocks), 0) {
+      in_free_(static_cast<std::size_t>(num_blocks), 0),
+      cached_(prefix_caching ? static_cast<std::size_t>(num_blocks) : 16) {
   for (std::int32_t b = 0; b < static_cast<std::int32_t>(num_blocks); ++b) push_free_tail(b);
-  if (prefix_caching_) cached_.reserve(static_cast<std::size_t>(num_blocks));
 }
 
 void KvBlockManager::push_free_tail(std::int32_t b) {
@@ -36,21 +36,22 @@ void KvBlockManager::unlink_free(std::int32_t b) {
 std::int64_t KvBlockManager::lookup(const std::uint64_t* hashes, std::int64_t n) const {
   if (!prefix_caching_) return 0;
   std::int64_t hits = 0;
-  while (hits < n && cached_.count(hashes[hits])) ++hits;
+  while (hits < n && cached_.contains(hashes[hits])) ++hits;
   return hits;
 }
 
 std::int64_t KvBlockManager::hits_in_free_queue(const std::uint64_t* hashes,
                                                 std::int64_t hits) const {
   std::int64_t n = 0;
-  for (std::int64_t i = 0; i < hits; ++i) n += in_free_[cached_.at(hashes[i])];
+  for (std::int64_t i = 0; i < hits; ++i) n += in_free_[cached_.find(hashes[i])];
   return n;
 }
 
 void KvBlockManager::take_hits(const std::uint64_t* hashes, std::int64_t hits,
                                std::vector<std::int32_t>& table) {
   for (std::int64_t i = 0; i < hits; ++i) {
-    const std::int32_t b = cached_.at(hashes[i]);
+    const std::int32_t b = cached_.find(hashes[i]);
+    assert(b >= 0);
     if (ref_[b] == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
     ++ref_[b];
     table.push_back(b);
@@ -63,8 +64,7 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
     const std::int32_t b = head_;
     unlink_free(b);
     if (hash_[b] != 0) {  // evict: the cached content is lost only now
-      const auto it = cached_.find(hash_[b]);
-      if (it != cached_.end() && it->second == b) cached_.erase(it);
+      if (cached_.find(hash_[b]) == b) cached_.erase(hash_[b]);
       hash_[b] = 0;
       ++evictions_;
     }
@@ -76,8 +76,7 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
 
 void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
   if (!prefix_caching_ || hash_[block] != 0) return;
-  const auto [it, fresh] = cached_.emplace(hash, block);
-  if (fresh) hash_[block] = hash;
+  if (cached_.insert(hash, block)) hash_[block] = hash;
 }
 
 void KvBlockManager::release(std::vector<std::int32_t>& table) {

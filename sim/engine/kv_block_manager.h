@@ -8,8 +8,9 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
+
+#include "sim/core/flat_hash_map.h"
 
 namespace capsim {
 
@@ -54,7 +55,7 @@ class KvBlockManager {
   std::int32_t head_ = -1, tail_ = -1;
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;
-  std::unordered_map<std::uint64_t, std::int32_t> cached_;
+  FlatHashMap cached_;  // block hash -> block id
 };
 
 }  // namespace capsim

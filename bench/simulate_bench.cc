@@ -1,0 +1,67 @@
+// Simulation speed: wall time and simulated engine steps per second for
+//   1. 10,000 requests of the Azure LLM inference trace 2023 (conversation) on one H100 SXM
+//      replica of Llama-3.1-8B (the trace from ../shared/traces, or a path given);
+//   2. the 500-user chatbot (workloads/chatbot-500-users.yaml) for one simulated hour.
+// Usage: capsim_bench [SHARED_DIR] [REPEATS]. Prints one line per case; the best of REPEATS.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "sim/cli/scenario.h"
+#include "sim/core/error.h"
+
+namespace {
+
+struct Timing {
+  double wall_s = 1e300;
+  capsim::SimulationResult result;
+};
+
+Timing time_scenario(const capsim::cli::ScenarioSpec& spec, int repeats) {
+  Timing best;
+  for (int i = 0; i < repeats; ++i) {
+    capsim::cli::BuiltScenario b = capsim::cli::build_scenario(spec);
+    const auto t0 = std::chrono::steady_clock::now();
+    capsim::SimulationResult r = capsim::simulate(b.config, *b.workload);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (wall < best.wall_s) {
+      best.wall_s = wall;
+      best.result = std::move(r);
+    }
+  }
+  return best;
+}
+
+void report(const char* name, const Timing& t) {
+  std::printf("%-44s wall %8.3f s  steps %9lld  %10.0f steps/s  %9lld requests  %8.0f simulated s\n",
+              name, t.wall_s, static_cast<long long>(t.result.steps),
+              static_cast<double>(t.result.steps) / t.wall_s,
+              static_cast<long long>(t.result.completed), t.result.simulated_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string shared = argc > 1 ? argv[1] : CAPSIM_SHARED_DIR;
+  const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
+  try {
+    capsim::cli::ScenarioSpec azure;
+    azure.name = "azure-conv-10k";
+    azure.deployment.model = "llama-3.1-8b";
+    azure.deployment.card = "h100-sxm";
+    azure.trace = shared + "/traces/AzureLLMInferenceTrace_conv.csv";
+    azure.requests = 10000;
+    report("Azure conversation trace, 10k requests, 1xH100", time_scenario(azure, repeats));
+
+    capsim::cli::ScenarioFlags none;
+    capsim::cli::ScenarioSpec chat =
+        none.resolve(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml");
+    chat.duration = "60min";
+    report("chatbot 500 users, 1 simulated hour, 1xH100", time_scenario(chat, repeats));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "capsim_bench: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
