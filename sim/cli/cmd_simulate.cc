@@ -4,10 +4,13 @@
 #include <iostream>
 
 #include "sim/cli/commands.h"
+#include "sim/cli/report_charts.h"
 #include "sim/cli/scenario.h"
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/report/html.h"
 #include "sim/report/json_output.h"
+#include "sim/report/plot.h"
 
 namespace capsim::cli {
 namespace {
@@ -16,18 +19,37 @@ struct SimulateOptions {
   std::string scenario;
   ScenarioFlags flags;
   std::string json;
+  std::string report;
+  std::string plot;
   bool quiet = false;
 };
 
 }  // namespace
 
-int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress) {
+int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress,
+                 const std::string& report, const std::string& plot_file) {
+  // Fail before the run, not after it, when the report or chart cannot be drawn.
+  if (!report.empty()) plot::require_gnuplot("--report");
+  if (!plot_file.empty()) plot::check_plot_path(plot_file, "--plot");
   BuiltScenario b = build_scenario(spec);
   b.config.progress = progress;
   const SimulationResult r = simulate(b.config, *b.workload);
   const nlohmann::json j = simulation_json(spec, b, r);
   if (json != "-") print_simulation(std::cout, spec, b, r);
+  // Everything is drawn before anything is written: a failing chart leaves no file behind.
+  std::string chart, page_html;
+  if (!plot_file.empty()) {
+    chart = plot::chart_bytes(latency_cdf_chart(r, spec.slos, "Latency CDF: " + spec.name), plot_file, "--plot");
+  }
+  if (!report.empty()) {
+    HtmlReport page("capsim simulate: " + spec.name, "--report");
+    if (!spec.description.empty()) page.paragraph(spec.description);
+    add_simulation_section(page, spec, b, r);
+    page_html = page.render();
+  }
   if (!json.empty()) write_json(json, j);
+  if (!plot_file.empty()) write_text_file(plot_file, chart, "--plot");
+  if (!report.empty()) write_text_file(report, page_html, "--report");
   return 0;
 }
 
@@ -43,13 +65,16 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       "  capsim simulate --model mistral-7b --card rtx-4090 --replicas 4 --users 500 \\\n"
       "      --think-time exponential:20s --duration 30min --warmup 5min --slo ttft_p95<=1s\n"
       "  capsim simulate --trace conversation_trace.jsonl --model llama-3.1-8b --card h100-sxm --json out.json\n"
+      "  capsim simulate workloads/chat-8b-1x-h100.yaml --report chat.html --plot latency.svg\n"
       "flags override the scenario file's fields; results are identical for the same inputs and --seed");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd);
   cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
+  cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, charts by gnuplot) to FILE.html");
+  cmd->add_option("--plot", o->plot, "also draw the latency CDF chart to FILE.svg or FILE.png (gnuplot)");
   cmd->add_flag("--quiet,-q", o->quiet, "no progress line on stderr");
   cmd->callback([o, &exit_code] {
-    exit_code = run_scenario(o->flags.resolve(o->scenario), o->json, !o->quiet);
+    exit_code = run_scenario(o->flags.resolve(o->scenario), o->json, !o->quiet, o->report, o->plot);
   });
 }
 

@@ -11,9 +11,19 @@ void add_fit_command(CLI::App& app, int& exit_code);
 void add_roofline_command(CLI::App& app, int& exit_code);
 void add_list_command(CLI::App& app, int& exit_code);
 void add_simulate_command(CLI::App& app, int& exit_code);
+void add_calibrate_command(CLI::App& app, int& exit_code);
+void add_plan_command(CLI::App& app, int& exit_code);
+void add_capacity_command(CLI::App& app, int& exit_code);
+void add_compare_command(CLI::App& app, int& exit_code);
+void add_finetune_command(CLI::App& app, int& exit_code);
+void add_batch_serve_command(CLI::App& app, int& exit_code);
+void add_check_command(CLI::App& app, int& exit_code);
+void add_diff_command(CLI::App& app, int& exit_code);
 
 struct ScenarioSpec;
-// Runs one scenario: prints the report (unless json is "-") and writes JSON when asked.
-int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress);
+// Runs one scenario: prints the report (unless json is "-") and writes JSON, an HTML report and
+// a latency chart (--plot) when asked.
+int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress,
+                 const std::string& report = "", const std::string& plot = "");
 
 }  // namespace capsim::cli

@@ -20,6 +20,14 @@ int main(int argc, char** argv) {
   add_roofline_command(app, exit_code);
   add_list_command(app, exit_code);
   add_simulate_command(app, exit_code);
+  add_calibrate_command(app, exit_code);
+  add_plan_command(app, exit_code);
+  add_capacity_command(app, exit_code);
+  add_compare_command(app, exit_code);
+  add_finetune_command(app, exit_code);
+  add_batch_serve_command(app, exit_code);
+  add_check_command(app, exit_code);
+  add_diff_command(app, exit_code);
   app.footer("run `capsim <command> --help` for a command's flags and examples");
   try {
     app.parse(argc, argv);

@@ -89,13 +89,26 @@ SloSpec parse_slo_expression(const std::string& text, const std::string& where) 
 
 void load_scenario_file(const std::string& path, ScenarioSpec& s) {
   const YamlDoc doc = YamlDoc::load(path);
-  const YAML::Node& root = doc.root();
-  const std::string p = path + ": ";
-  check_keys(root, path, {"name", "description", "model", "deployment", "engine", "router",
-                          "workload", "slo", "seed", "references", "notes"});
   s.file = path;
-  if (root["name"]) s.name = scalar(root["name"], p + "name");
-  if (root["description"]) s.description = scalar(root["description"], p + "description");
+  apply_scenario_yaml(doc.root(), path, path + ": ", std::filesystem::path(path).parent_path().string(), s);
+}
+
+void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const std::string& p,
+                         const std::string& base_dir, ScenarioSpec& s,
+                         const std::vector<std::string>& own_keys) {
+  if (!root || root.IsNull()) return;
+  if (!root.IsMap()) throw Error(label + ": expected a mapping of scenario fields");
+  std::vector<std::string> keys = {"name", "description", "model", "deployment", "engine", "router",
+                                   "workload", "slo", "seed", "references", "notes"};
+  for (const auto& k : own_keys) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  check_keys(root, label, keys);
+  const auto own = [&](const char* k) {
+    return std::find(own_keys.begin(), own_keys.end(), k) != own_keys.end();
+  };
+  if (root["name"] && !own("name")) s.name = scalar(root["name"], p + "name");
+  if (root["description"] && !own("description")) s.description = scalar(root["description"], p + "description");
   if (root["model"]) s.deployment.model = scalar(root["model"], p + "model");
   if (root["seed"]) s.seed = static_cast<std::uint64_t>(whole(root["seed"], p + "seed", 0, 2147483647));
   if (root["router"]) s.router = scalar(root["router"], p + "router");
@@ -120,6 +133,7 @@ void load_scenario_file(const std::string& path, ScenarioSpec& s) {
       }
     };
     if (d.IsSequence()) {
+      s.extra_groups.clear();  // a list names every group
       for (std::size_t i = 0; i < d.size(); ++i) {
         read_group(d[i], p + "deployment[" + std::to_string(i) + "]", i == 0);
       }
@@ -157,6 +171,16 @@ void load_scenario_file(const std::string& path, ScenarioSpec& s) {
                        "burstiness", "prompt_tokens", "input_tokens", "output_tokens",
                        "system_prompt_tokens", "prefix_groups", "requests", "duration", "warmup",
                        "trace", "trace_format", "time_scale"});
+    // A workload kind named here replaces the one `s` had (an override of a scenario file).
+    for (const char* k : {"users", "concurrency", "rate", "stages", "trace"}) {
+      if (wl[k]) {
+        s.users.reset();
+        s.concurrency.reset();
+        s.rate.reset();
+        s.trace.reset();
+        break;
+      }
+    }
     if (wl["users"]) s.users = whole(wl["users"], w + ".users", 1, 10'000'000);
     if (wl["concurrency"]) s.concurrency = whole(wl["concurrency"], w + ".concurrency", 1, 10'000'000);
     if (wl["think_time"]) s.think_time = dist_text(wl["think_time"], w + ".think_time");
@@ -190,7 +214,7 @@ void load_scenario_file(const std::string& path, ScenarioSpec& s) {
     if (wl["trace"]) {
       // A relative trace path is relative to the scenario file, so scenarios run from anywhere.
       std::filesystem::path t = scalar(wl["trace"], w + ".trace");
-      if (t.is_relative()) t = std::filesystem::path(path).parent_path() / t;
+      if (t.is_relative()) t = std::filesystem::path(base_dir) / t;
       s.trace = t.lexically_normal().string();
     }
     if (wl["trace_format"]) s.trace_format = scalar(wl["trace_format"], w + ".trace_format");
@@ -198,6 +222,7 @@ void load_scenario_file(const std::string& path, ScenarioSpec& s) {
   }
   if (const auto slo = root["slo"]) {
     if (!slo.IsMap()) throw Error(p + "slo: expected a mapping like {ttft_p95: 1s, tpot_p95: 100ms}");
+    s.slos.clear();
     for (const auto& kv : slo) {
       const std::string k = kv.first.as<std::string>();
       s.slos.push_back(parse_slo(k, scalar(kv.second, p + "slo." + k), p + "slo." + k));

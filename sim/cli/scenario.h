@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "sim/cli/common.h"
 #include "sim/cluster/simulation.h"
@@ -64,6 +65,16 @@ struct ScenarioSpec {
 
 // Reads a scenario file into `spec` (fields present in the file replace the defaults).
 void load_scenario_file(const std::string& path, ScenarioSpec& spec);
+// Applies the scenario fields of a YAML mapping to `spec`, as load_scenario_file does for a
+// file's root; used again on top of a file, it overrides it: fields present replace spec's, a
+// workload kind named (users, concurrency, rate/stages, trace) replaces the one spec had, `slo`
+// replaces the SLOs, a deployment list replaces the groups. Messages name `label` for the
+// mapping ("file.yaml") and `prefix` + field for fields ("file.yaml: " or "a.yaml:
+// assertions[0]."); relative trace paths resolve against `base_dir`. `own_keys` are the
+// caller's fields in the same mapping: accepted and left alone (name, description included).
+void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const std::string& prefix,
+                         const std::string& base_dir, ScenarioSpec& spec,
+                         const std::vector<std::string>& own_keys = {});
 // The scenario flags of simulate (and later plan/capacity): each flag given on the command line
 // overrides the scenario file's field.
 class ScenarioFlags {

@@ -15,6 +15,33 @@ namespace {
 
 enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1 };
 
+// The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
+// so the grid has at most ~4096 points; point k stands for [k step, (k+1) step) and takes each
+// replica's latest sample before its end (none yet: idle, empty).
+std::vector<ClusterSample> cluster_timeline(const std::vector<ReplicaSummary>& replicas, double end_s) {
+  std::vector<ClusterSample> out;
+  if (replicas.empty() || end_s <= 0) return out;
+  double step = 1.0;
+  for (const ReplicaSummary& r : replicas) step = std::max(step, to_seconds(r.stats.timeline_interval));
+  while (end_s / step > static_cast<double>(ReplicaStats::kMaxTimelineSamples)) step *= 2;
+  const std::size_t points = static_cast<std::size_t>(end_s / step) + 1;
+  out.resize(points);
+  for (std::size_t k = 0; k < points; ++k) out[k].time_s = static_cast<double>(k) * step;
+  for (const ReplicaSummary& r : replicas) {
+    const std::vector<TimelineSample>& t = r.stats.timeline;
+    std::size_t j = 0;
+    const TimelineSample* last = nullptr;
+    for (std::size_t k = 0; k < points; ++k) {
+      while (j < t.size() && t[j].time_s < out[k].time_s + step) last = &t[j++];
+      if (!last) continue;
+      out[k].kv_used_fraction += last->kv_used_fraction / static_cast<double>(replicas.size());
+      out[k].running += last->running;
+      out[k].waiting += last->waiting;
+    }
+  }
+  return out;
+}
+
 class Cluster : public ArrivalSink, public ReplicaObserver {
  public:
   Cluster(const SimulationConfig& cfg, Workload& w) : cfg_(cfg), workload_(w), metrics_(cfg.warmup) {
@@ -179,6 +206,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                               r.kv().num_blocks() * r.limits().block_size, st, plans_[i]});
     }
     res.prefix_hit_rate = looked ? static_cast<double>(hit) / looked : 0;
+    res.timeline = cluster_timeline(res.replicas, res.simulated_s);
     return res;
   }
 

@@ -44,6 +44,15 @@ struct ReplicaSummary {
   MemoryPlan memory;
 };
 
+// The cluster at one instant of its timeline: KV-cache use averaged over replicas, requests
+// running and waiting summed over replicas.
+struct ClusterSample {
+  double time_s = 0;
+  double kv_used_fraction = 0;
+  double running = 0;
+  double waiting = 0;
+};
+
 struct SimulationResult {
   std::vector<RequestRecord> records;
   Percentiles ttft, tpot, itl, e2el, queue;
@@ -59,6 +68,9 @@ struct SimulationResult {
   double prefix_hit_rate = 0;   // cached prompt tokens / prompt tokens looked up
   std::int64_t steps = 0;
   std::vector<ReplicaSummary> replicas;
+  // On a grid of at most ~4096 points, one simulated second apart or coarser, from the
+  // replicas' sampled timelines (ReplicaStats::timeline), each carried forward to the grid.
+  std::vector<ClusterSample> timeline;
 };
 
 // REQUIRES: every deployment validated. Throws capsim::Error when a deployment does not fit.

@@ -71,6 +71,22 @@ void Replica::add_request(Request r, SimTime now) {
   seqs_[static_cast<std::size_t>(slot)].req = std::move(r);
   waiting_.push_back(slot);
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
+  if (now >= stats_.timeline_next) sample_timeline(now);
+}
+
+void Replica::sample_timeline(SimTime now) {
+  std::vector<TimelineSample>& t = stats_.timeline;
+  if (t.size() >= ReplicaStats::kMaxTimelineSamples) {
+    // Halve the resolution: keep every other sample, sample half as often from now on.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < t.size(); i += 2) t[kept++] = t[i];
+    t.resize(kept);
+    stats_.timeline_interval *= 2;
+  }
+  t.push_back({to_seconds(now),
+               kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0,
+               static_cast<std::int32_t>(running_.size()), static_cast<std::int32_t>(waiting_.size())});
+  stats_.timeline_next = (now / stats_.timeline_interval + 1) * stats_.timeline_interval;
 }
 
 std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
@@ -163,6 +179,7 @@ SimTime Replica::begin_step(SimTime now) {
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
   stats_.kv_used_fraction.add(
       now, kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0);
+  if (now >= stats_.timeline_next) sample_timeline(now);
   if (plan_.items.empty()) return 0;
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
@@ -219,6 +236,7 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
 }
 
 void Replica::close_stats(SimTime end) {
+  if (end >= stats_.timeline_next) sample_timeline(end);
   stats_.running.add(end, static_cast<double>(running_.size()));
   stats_.waiting.add(end, static_cast<double>(waiting_.size()));
   stats_.kv_used_fraction.add(

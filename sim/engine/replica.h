@@ -74,6 +74,14 @@ struct PolicyInfo {
 const std::vector<PolicyInfo>& scheduler_policies();
 std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name);
 
+// One point of a replica's timeline: its state at the start of an engine step.
+struct TimelineSample {
+  double time_s = 0;
+  double kv_used_fraction = 0;
+  std::int32_t running = 0;
+  std::int32_t waiting = 0;
+};
+
 struct ReplicaStats {
   StreamingStats step_seconds;
   StreamingStats batch_tokens;
@@ -88,6 +96,13 @@ struct ReplicaStats {
   std::int64_t prefix_lookup_tokens = 0;
   double busy_seconds = 0, compute_s = 0, memory_s = 0, communication_s = 0, overhead_s = 0;
   double flops = 0, bytes = 0;  // per GPU
+  // Sampled state over time, for plots: at most one sample per `timeline_interval` (1 simulated
+  // second at first), taken at the first step (or arrival) at or after each interval boundary.
+  // Bounded: past kMaxTimelineSamples every other sample is dropped and the interval doubles.
+  static constexpr std::size_t kMaxTimelineSamples = 4096;
+  std::vector<TimelineSample> timeline;
+  SimTime timeline_interval = kNsPerSecond;
+  SimTime timeline_next = 0;
 };
 
 class Replica {
@@ -133,6 +148,7 @@ class Replica {
   void plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens);
 
  private:
+  void sample_timeline(SimTime now);
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
   std::uint64_t block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const;
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 
+#include "sim/calibration/card_profile.h"
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
 
@@ -15,6 +17,12 @@ namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
+}
+
+// -1: never set (the environment decides), 0: off, 1: on.
+int& calibration_setting() {
+  static int setting = -1;
+  return setting;
 }
 
 int whole(double v, const std::string& where) {
@@ -126,6 +134,14 @@ Card CardCatalogue::load_file(const std::string& path) {
   return c;
 }
 
+void CardCatalogue::set_use_calibration(bool on) { calibration_setting() = on ? 1 : 0; }
+
+bool CardCatalogue::use_calibration() {
+  if (calibration_setting() >= 0) return calibration_setting() == 1;
+  const char* env = std::getenv("CAPSIM_NO_CALIBRATION");
+  return !(env && std::string(env) == "1");
+}
+
 CardCatalogue CardCatalogue::load_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw Error(dir + ": card catalogue directory not found");
@@ -138,6 +154,12 @@ CardCatalogue CardCatalogue::load_dir(const std::string& dir) {
   std::map<std::string, std::string> owner;  // lower-case name or alias -> file
   for (const auto& f : files) {
     Card c = load_file(f);
+    if (use_calibration()) {
+      fs::path cards_dir = fs::path(dir).lexically_normal();
+      if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
+      const fs::path profile = cards_dir.parent_path() / "profiles" / (c.name + ".yaml");
+      if (fs::exists(profile)) calibration::apply_calibration_profile(c, profile.string());
+    }
     std::vector<std::string> keys = {c.name};
     keys.insert(keys.end(), c.aliases.begin(), c.aliases.end());
     for (const auto& k : keys) {

@@ -39,6 +39,9 @@ struct Card {
   double kernel_floor_s = 0;           // minimum time of one operator-group kernel
 
   std::map<std::string, std::string> sources;  // field -> citation
+  // The calibration profile applied to the efficiencies, "calibration/profiles/<card>.yaml fitted
+  // <date> from <GPU ...>"; empty when none (docs/calibration.md).
+  std::string calibration;
 
   bool supports(Precision p) const { return dense_peak.count(p) != 0; }
   double peak(Precision p) const;  // REQUIRES: supports(p)
@@ -51,7 +54,13 @@ struct Card {
 class CardCatalogue {
  public:
   // Loads every *.yaml in `dir`. Throws capsim::Error for a malformed file or duplicate names.
+  // When calibration is on, a card with a fitted profile <dir>/../profiles/<name>.yaml gets its
+  // efficiencies from it (sim/calibration/card_profile.h; a malformed or foreign profile throws).
   static CardCatalogue load_dir(const std::string& dir);
+  // Calibration profiles are applied unless turned off here (`capsim --no-calibration`) or, when
+  // never set, by the environment variable CAPSIM_NO_CALIBRATION=1.
+  static void set_use_calibration(bool on);
+  static bool use_calibration();
   // Loads one card file (also usable for a user's own card file).
   static Card load_file(const std::string& path);
 

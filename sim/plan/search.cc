@@ -102,6 +102,7 @@ Evaluation evaluate_share(const cli::ScenarioSpec& spec, int replicas,
                           std::optional<double> min_goodput) {
   Evaluation e = evaluate(share_of_load(spec, replicas), 1, min_goodput);
   e.replicas = replicas;
+  e.from_share = replicas > 1;
   return e;
 }
 
@@ -146,8 +147,8 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
   if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
   if (verify) {
     // Shares are an approximation (routing is not a perfect split); the whole cluster decides.
-    for (int r = out.best.replicas; r <= max_replicas; ++r) {
-      Evaluation whole = evaluate(spec, r, min_goodput);
+    for (int n = out.best.replicas; n <= max_replicas; ++n) {
+      Evaluation whole = evaluate(spec, n, min_goodput);
       ++out.evaluations;
       if (whole.verdict.met) {
         out.best = std::move(whole);

@@ -31,6 +31,11 @@ struct Evaluation {
   int replicas = 0;
   SimulationResult result;
   SloVerdict verdict;
+  bool from_share = false;  // result is one replica under 1/replicas of the load
+
+  // The cluster's throughput: a share's scaled by the replica count.
+  double output_throughput() const { return result.output_throughput * (from_share ? replicas : 1); }
+  double request_throughput() const { return result.request_throughput * (from_share ? replicas : 1); }
 };
 
 // Runs the scenario (replicas overridden). Throws capsim::Error for bad input.

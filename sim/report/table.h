@@ -13,6 +13,8 @@ class TextTable {
   void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
   void rule() { rows_.push_back({}); }  // a separator line
   void print(std::ostream& os, const std::string& indent = "  ") const;
+  const std::vector<std::string>& header() const { return header_; }
+  const std::vector<std::vector<std::string>>& rows() const { return rows_; }  // {} = separator
 
  private:
   std::vector<std::string> header_;

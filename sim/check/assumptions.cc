@@ -1,0 +1,781 @@
+#include "sim/check/assumptions.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "sim/cli/common.h"
+#include "sim/cli/simulate_report.h"
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/core/yaml_fields.h"
+#include "sim/llm/memory_plan.h"
+#include "sim/plan/capacity.h"
+#include "sim/plan/search.h"
+#include "sim/report/table.h"
+
+namespace capsim::check {
+namespace {
+
+namespace fs = std::filesystem;
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+std::string scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) throw Error(where + ": expected a single value");
+  return n.as<std::string>();
+}
+
+void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
+  if (!n.IsMap()) throw Error(where + ": expected a mapping with fields " + join(keys));
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      throw Error(where + ": unknown field '" + k + "'; accepted: " + join(keys));
+    }
+  }
+}
+
+double positive(const YAML::Node& n, const std::string& where, const std::string& what) {
+  const std::string t = scalar(n, where);
+  const double v = parse_number(t, where);
+  if (!(v > 0)) throw Error(where + ": '" + t + "' is not " + what + " > 0");
+  return v;
+}
+
+// `kind: true` is the only form of a flag kind; false would assert nothing.
+void require_true(const YAML::Node& n, const std::string& where, const std::string& kind) {
+  const std::string v = scalar(n, where);
+  if (v == "true") return;
+  if (v == "false") throw Error(where + ": 'false' asserts nothing; write `" + kind + ": true` or leave it out");
+  throw Error(where + ": '" + v + "'; accepted: true");
+}
+
+std::vector<std::string> string_list(const YAML::Node& n, const std::string& where) {
+  std::vector<std::string> out;
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i) out.push_back(scalar(n[i], where + "[" + std::to_string(i) + "]"));
+  } else {
+    std::stringstream in(scalar(n, where));
+    for (std::string x; std::getline(in, x, ',');) {
+      if (!x.empty()) out.push_back(x);
+    }
+  }
+  if (out.empty()) throw Error(where + ": empty list");
+  return out;
+}
+
+const nlohmann::json* lookup(const nlohmann::json& j, const std::string& dotted) {
+  const nlohmann::json* cur = &j;
+  std::stringstream in(dotted);
+  for (std::string part; std::getline(in, part, '.');) {
+    if (!cur->is_object() || !cur->contains(part)) return nullptr;
+    cur = &(*cur)[part];
+  }
+  return cur;
+}
+
+void numeric_fields(const nlohmann::json& j, const std::string& prefix, std::vector<std::string>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_number()) out.push_back(prefix + it.key());
+    else if (it->is_object()) numeric_fields(*it, prefix + it.key() + ".", out);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string json_text(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+
+// The baseline must be a simulate result of the assertion's scenario, model and deployment.
+void check_baseline_source(const nlohmann::json& j, const std::string& file, const std::string& where,
+                           const cli::ScenarioSpec& spec, const cli::BuiltScenario& b, std::string& note) {
+  if (!j.is_object() || !j.contains("scenario") || !j.contains("deployment") || !j["deployment"].is_array()) {
+    throw Error(where + ": " + file + " is not a `capsim simulate --json` result (it has no 'scenario' and "
+                "'deployment' fields)");
+  }
+  const auto other = [&](const std::string& field, const std::string& theirs, const std::string& ours) {
+    throw Error(where + ": " + file + " is a baseline of another scenario: its " + field + " is '" + theirs +
+                "', this assertion's is '" + ours + "'");
+  };
+  if (json_text(j["scenario"]) != spec.name) other("scenario", json_text(j["scenario"]), spec.name);
+  const nlohmann::json& groups = j["deployment"];
+  if (groups.size() != b.config.groups.size()) {
+    other("deployment", std::to_string(groups.size()) + " card group(s)",
+          std::to_string(b.config.groups.size()) + " card group(s)");
+  }
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const Deployment& d = b.config.groups[i].deployment;
+    const std::vector<std::pair<std::string, std::string>> ours = {
+        {"model", d.model.name}, {"card", d.card.name}, {"tp", std::to_string(d.tp)},
+        {"replicas", std::to_string(b.config.groups[i].replicas)},
+        {"weights", std::string(precision_name(d.weights))}, {"kv_cache", std::string(precision_name(d.kv_cache))}};
+    for (const auto& [field, value] : ours) {
+      const std::string theirs = groups[i].contains(field) ? json_text(groups[i][field]) : "(missing)";
+      if (theirs != value) other("deployment[" + std::to_string(i) + "]." + field, theirs, value);
+    }
+  }
+  if (j.contains("workload") && json_text(j["workload"]) != b.workload_description) {
+    note = "the baseline ran another workload: " + json_text(j["workload"]);
+  } else if (j.contains("seed") && json_text(j["seed"]) != std::to_string(spec.seed)) {
+    note = "the baseline ran seed " + json_text(j["seed"]) + ", this assertion " + std::to_string(spec.seed);
+  }
+}
+
+Expectation parse_expectation(const std::string& kind, const YAML::Node& n, const std::string& ew,
+                              const std::string& base_dir, const cli::ScenarioSpec& spec,
+                              const cli::BuiltScenario& b, const PriceBook& prices) {
+  Expectation e;
+  e.kind = kind;
+  e.where = ew;
+  const auto needs_slos = [&](const char* what) {
+    if (spec.slos.empty()) {
+      throw Error(ew + ": " + what + " searches within the scenario's SLOs, and it has none; give the "
+                  "assertion (or its scenario) `slo: {ttft_p95: 1s, ...}`");
+    }
+  };
+  if (kind == "slo") {
+    if (n.IsMap()) {
+      for (const auto& kv : n) {
+        const std::string k = kv.first.as<std::string>();
+        e.slos.push_back(cli::parse_slo(k, scalar(kv.second, ew + "." + k), ew + "." + k));
+      }
+      if (e.slos.empty()) throw Error(ew + ": empty; give bounds like {ttft_p95: 1s, tpot_p95: 100ms}");
+    } else {
+      require_true(n, ew, "slo");
+      if (spec.slos.empty()) {
+        throw Error(ew + ": 'true' checks the scenario's SLOs, and it has none; give bounds like "
+                    "{ttft_p95: 1s, tpot_p95: 100ms}");
+      }
+      e.slos = spec.slos;
+    }
+  } else if (kind == "min_users" || kind == "min_rate") {
+    e.limit = positive(n, ew, kind == "min_users" ? "a number of users" : "a rate (requests/s)");
+    needs_slos(kind.c_str());
+    if (kind == "min_users" && !spec.users && !spec.concurrency) {
+      throw Error(ew + ": the workload has no users or concurrency (it is an open loop at a rate, a trace "
+                  "or offline); use min_rate for requests/s");
+    }
+    if (kind == "min_rate") {
+      if (!spec.rate || spec.users || spec.concurrency || spec.trace) {
+        throw Error(ew + ": the workload has no rate (it is closed-loop users, a concurrency, a trace or "
+                    "offline); use min_users");
+      }
+      if (spec.rate->find(',') != std::string::npos) {
+        throw Error(ew + ": the workload's rate has stages ('" + *spec.rate + "'); the capacity search "
+                    "varies one rate");
+      }
+    }
+  } else if (kind == "max_cost_usd_per_hour") {
+    e.limit = positive(n, ew, "a price in $/hour");
+    for (const ReplicaGroup& g : b.config.groups) {
+      try {
+        prices.usd_per_hour(g.deployment.card);
+      } catch (const Error& x) {
+        throw Error(ew + ": " + x.what());
+      }
+    }
+  } else if (kind == "no_preemption") {
+    require_true(n, ew, kind);
+  } else if (kind == "fits_in_memory") {
+    if (n.IsMap()) {
+      check_keys(n, ew, {"context"});
+      if (n["context"]) e.context = static_cast<long long>(positive(n["context"], ew + ".context", "a number of tokens"));
+    } else {
+      require_true(n, ew, kind);
+    }
+  } else if (kind == "plan_cheapest_max_usd_per_hour") {
+    if (n.IsMap()) {
+      check_keys(n, ew, {"max_usd_per_hour", "cards", "tp", "weights", "kv_cache", "max_cards", "min_goodput",
+                         "top", "search_duration"});
+      if (!n["max_usd_per_hour"]) throw Error(ew + ".max_usd_per_hour: missing (required)");
+      e.limit = positive(n["max_usd_per_hour"], ew + ".max_usd_per_hour", "a price in $/hour");
+      if (n["cards"]) {
+        for (const auto& c : string_list(n["cards"], ew + ".cards")) {
+          try {
+            e.space.cards.push_back(cli::cards().find(c).name);
+          } catch (const Error& x) {
+            throw Error(ew + ".cards: " + x.what());
+          }
+        }
+      }
+      if (n["tp"]) {
+        e.space.tps.clear();
+        for (const auto& t : string_list(n["tp"], ew + ".tp")) {
+          const double v = parse_number(t, ew + ".tp");
+          if (v < 1 || v > 64 || v != std::floor(v)) throw Error(ew + ".tp: '" + t + "' is not a GPU count in 1..64");
+          e.space.tps.push_back(static_cast<int>(v));
+        }
+      }
+      if (n["weights"]) e.space.weights = string_list(n["weights"], ew + ".weights");
+      if (n["kv_cache"]) e.space.kv_caches = string_list(n["kv_cache"], ew + ".kv_cache");
+      if (n["max_cards"]) e.space.max_cards = static_cast<int>(positive(n["max_cards"], ew + ".max_cards", "a card count"));
+      if (n["top"]) e.space.top = static_cast<int>(positive(n["top"], ew + ".top", "a count"));
+      if (n["min_goodput"]) {
+        const double g = parse_number(scalar(n["min_goodput"], ew + ".min_goodput"), ew + ".min_goodput");
+        if (g < 0 || g > 1) throw Error(ew + ".min_goodput: must be in 0..1");
+        e.space.min_goodput = g;
+      }
+      if (n["search_duration"]) {
+        e.space.search_duration = scalar(n["search_duration"], ew + ".search_duration");
+        if (units::parse_time(e.space.search_duration, ew + ".search_duration") <= 0) {
+          throw Error(ew + ".search_duration: must be > 0");
+        }
+      }
+    } else {
+      e.limit = positive(n, ew, "a price in $/hour");
+    }
+    if (spec.slos.empty() && !e.space.min_goodput) needs_slos(kind.c_str());
+    if (!spec.extra_groups.empty()) {
+      throw Error(ew + ": plan searches one card type at a time, and this scenario has " +
+                  std::to_string(spec.extra_groups.size() + 1) + " card groups");
+    }
+  } else if (kind == "baseline") {
+    check_keys(n, ew, {"file", "tolerance", "metrics"});
+    if (!n["file"]) throw Error(ew + ".file: missing (required): a `capsim simulate --json` result");
+    if (!n["tolerance"]) throw Error(ew + ".tolerance: missing (required), e.g. 10%");
+    e.tolerance = parse_tolerance(scalar(n["tolerance"], ew + ".tolerance"), ew + ".tolerance");
+    fs::path file = scalar(n["file"], ew + ".file");
+    if (file.is_relative()) file = fs::path(base_dir) / file;
+    e.baseline_file = file.lexically_normal().string();
+    const std::string text = read_file(e.baseline_file);
+    if (text.empty()) throw Error(ew + ".file: cannot read " + e.baseline_file);
+    try {
+      e.baseline = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& x) {
+      throw Error(ew + ".file: " + e.baseline_file + " is not JSON: " + x.what());
+    }
+    check_baseline_source(e.baseline, e.baseline_file, ew + ".file", spec, b, e.baseline_note);
+    std::vector<BaselineMetric> metrics;
+    if (n["metrics"]) {
+      const YAML::Node& m = n["metrics"];
+      if (!m.IsSequence() || m.size() == 0) {
+        throw Error(ew + ".metrics: expected a list like [p95_ttft_ms, output_throughput]");
+      }
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        const std::string mw = ew + ".metrics[" + std::to_string(i) + "]";
+        BaselineMetric bm;
+        std::optional<bool> worse;
+        if (m[i].IsMap()) {
+          check_keys(m[i], mw, {"name", "better"});
+          if (!m[i]["name"]) throw Error(mw + ".name: missing (required)");
+          bm.name = scalar(m[i]["name"], mw + ".name");
+          if (m[i]["better"]) {
+            const std::string better = scalar(m[i]["better"], mw + ".better");
+            if (better != "lower" && better != "higher") {
+              throw Error(mw + ".better: '" + better + "'; accepted: lower, higher");
+            }
+            worse = better == "lower";
+          }
+        } else {
+          bm.name = scalar(m[i], mw);
+        }
+        if (!worse) worse = higher_is_worse(bm.name);
+        if (!worse) {
+          throw Error(mw + ": '" + bm.name + "' has no known direction; write {name: " + bm.name +
+                      ", better: lower} or {name: " + bm.name + ", better: higher}");
+        }
+        bm.higher_is_worse = *worse;
+        metrics.push_back(bm);
+      }
+    } else {
+      metrics = {{"p95_ttft_ms", true}, {"p95_tpot_ms", true}, {"output_throughput", false}};
+    }
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      const nlohmann::json* v = lookup(e.baseline, metrics[i].name);
+      if (!v || !v->is_number()) {
+        std::vector<std::string> names;
+        numeric_fields(e.baseline, "", names);
+        if (names.size() > 12) {
+          names.resize(12);
+          names.push_back("...");
+        }
+        throw Error(ew + ".metrics[" + std::to_string(i) + "]: '" + metrics[i].name + "' is not a number in " +
+                    e.baseline_file + "; numeric fields: " + join(names));
+      }
+    }
+    e.metrics = metrics;
+  } else {
+    throw Error(ew + ": unknown assertion kind '" + kind + "'; accepted: " + join(assertion_kinds()));
+  }
+  return e;
+}
+
+// ----- running -----
+
+std::string value_text(double v, const std::string& unit) {
+  if (std::isnan(v)) return "-";
+  if (unit == "s") return units::format_time(v);
+  if (unit == "ms") return fmt("%.1f ms", v);
+  if (unit == "users" || unit == "concurrency") return fmt("%.0f ", v) + unit;
+  if (unit == "requests/s") return fmt("%.2f req/s", v);
+  if (unit == "usd_per_hour") return "$" + fmt("%.2f", v) + "/h";
+  if (unit == "preemptions") return fmt("%.0f", v) + " preemptions";
+  if (unit == "tokens") return fmt("%.0f", v) + " KV tokens";
+  if (unit == "tokens/s") return fmt("%.1f tok/s", v);
+  return fmt("%.4g", v);
+}
+
+// Upper limit: the margin is the headroom below it as a share of it.
+void upper(Row& r, double measured, double limit) {
+  r.measured = measured;
+  r.limit = limit;
+  r.measured_text = value_text(measured, r.unit);
+  r.limit_text = "<= " + value_text(limit, r.unit);
+  r.passed = !std::isnan(measured) && measured <= limit;
+  if (!std::isnan(measured) && limit != 0) r.margin = (limit - measured) / limit;
+}
+
+void lower(Row& r, double measured, double limit) {
+  r.measured = measured;
+  r.limit = limit;
+  r.measured_text = value_text(measured, r.unit);
+  r.limit_text = ">= " + value_text(limit, r.unit);
+  r.passed = !std::isnan(measured) && measured >= limit;
+  if (!std::isnan(measured) && limit != 0) r.margin = (measured - limit) / limit;
+}
+
+Row failed_row(const std::string& assertion, const std::string& kind, const std::string& item,
+               const std::string& why) {
+  Row r;
+  r.assertion = assertion;
+  r.kind = kind;
+  r.item = item;
+  r.measured_text = "-";
+  r.limit_text = "-";
+  r.passed = false;
+  r.message = why;
+  return r;
+}
+
+std::string metric_unit(const std::string& name) {
+  if (name.size() > 3 && name.compare(name.size() - 3, 3, "_ms") == 0) return "ms";
+  if (name.find("token_throughput") != std::string::npos || name == "output_throughput") return "tokens/s";
+  if (name.find("request_") != std::string::npos && name.find("put") != std::string::npos) return "requests/s";
+  return "";
+}
+
+AssertionOutcome run_one(const Assertion& a, const PriceBook& prices) {
+  const auto t_start = Clock::now();
+  AssertionOutcome out;
+  out.name = a.name;
+  out.description = a.description;
+  out.scenario = a.spec.name;
+  auto spec = std::make_shared<cli::ScenarioSpec>(a.spec);
+  out.spec = spec;
+  bool needs_sim = false;
+  for (const Expectation& e : a.expect) {
+    needs_sim = needs_sim || e.kind == "slo" || e.kind == "no_preemption" || e.kind == "baseline";
+  }
+  // The scenario as built (resolved deployments), and its simulation when a kind needs one.
+  auto built = std::make_shared<cli::BuiltScenario>(cli::build_scenario(a.spec));
+  std::shared_ptr<SimulationResult> result;
+  std::string sim_error;
+  double sim_seconds = 0;
+  if (needs_sim) {
+    const auto t0 = Clock::now();
+    try {
+      built->config.progress = false;
+      result = std::make_shared<SimulationResult>(simulate(built->config, *built->workload));
+    } catch (const Error& e) {
+      sim_error = std::string("the simulation did not run: ") + e.what();
+    }
+    sim_seconds = since(t0);
+    out.built = built;
+    out.result = result;
+  }
+  bool sim_time_given = false;
+  const auto take_sim_time = [&]() {
+    if (sim_time_given) return 0.0;
+    sim_time_given = true;
+    return sim_seconds;
+  };
+  for (const Expectation& e : a.expect) {
+    const auto t0 = Clock::now();
+    std::vector<Row> rows;
+    const auto base_row = [&](const std::string& item, const std::string& unit) {
+      Row r;
+      r.assertion = a.name;
+      r.kind = e.kind;
+      r.item = item;
+      r.unit = unit;
+      return r;
+    };
+    if (e.kind == "slo" || e.kind == "no_preemption" || e.kind == "baseline") {
+      if (!result) {
+        if (e.kind == "slo") {
+          for (const auto& s : e.slos) rows.push_back(failed_row(a.name, e.kind, s.metric + "_" + s.statistic, sim_error));
+        } else if (e.kind == "baseline") {
+          for (const auto& m : e.metrics) rows.push_back(failed_row(a.name, e.kind, m.name, sim_error));
+        } else {
+          rows.push_back(failed_row(a.name, e.kind, "", sim_error));
+        }
+      } else if (e.kind == "slo") {
+        for (const auto& s : e.slos) {
+          Row r = base_row(s.metric + "_" + s.statistic, "s");
+          const double v = cli::slo_value(s, *result);
+          upper(r, v, s.seconds);
+          if (std::isnan(v)) {
+            r.measured.reset();
+            r.message = "no request completed with this statistic";
+          } else if (!r.passed) {
+            r.message = r.item + " is " + units::format_time(v) + ", over its bound of " +
+                        units::format_time(s.seconds) + " by " + fmt("%.1f%%", 100 * (v / s.seconds - 1));
+          }
+          rows.push_back(r);
+        }
+      } else if (e.kind == "no_preemption") {
+        Row r = base_row("", "preemptions");
+        r.measured = static_cast<double>(result->preemptions);
+        r.limit = 0;
+        r.measured_text = value_text(*r.measured, r.unit);
+        r.limit_text = "0";
+        r.passed = result->preemptions == 0;
+        if (!r.passed) {
+          r.message = std::to_string(result->preemptions) +
+                      " preemptions: the KV cache ran out of blocks (more replicas, fp8 KV cache or a larger "
+                      "gpu_memory_utilization give it room)";
+        }
+        rows.push_back(r);
+      } else {
+        const nlohmann::json now = cli::simulation_json(*spec, *built, *result);
+        for (const BaselineMetric& m : e.metrics) {
+          Row r = base_row(m.name, metric_unit(m.name));
+          const double base = lookup(e.baseline, m.name)->get<double>();
+          const nlohmann::json* v = lookup(now, m.name);
+          if (!v || !v->is_number()) {
+            rows.push_back(failed_row(a.name, e.kind, m.name, "this run has no number '" + m.name + "'"));
+            continue;
+          }
+          const double measured = v->get<double>();
+          const double limit = m.higher_is_worse ? base * (1 + e.tolerance) : base * (1 - e.tolerance);
+          if (m.higher_is_worse) upper(r, measured, limit); else lower(r, measured, limit);
+          r.limit_text += " (baseline " + value_text(base, r.unit) + (m.higher_is_worse ? " +" : " -") +
+                          fmt("%g%%", 100 * e.tolerance) + ")";
+          if (!r.passed) {
+            const double worse = base != 0 ? (m.higher_is_worse ? measured / base - 1 : 1 - measured / base) : 0;
+            r.message = m.name + " is " + value_text(measured, r.unit) + ", " + fmt("%.1f%%", 100 * worse) +
+                        (m.higher_is_worse ? " above" : " below") + " the baseline's " + value_text(base, r.unit) +
+                        " (tolerance " + fmt("%g%%", 100 * e.tolerance) + ")";
+          }
+          if (!e.baseline_note.empty()) r.message += (r.message.empty() ? "note: " : "; note: ") + e.baseline_note;
+          rows.push_back(r);
+        }
+      }
+      if (!rows.empty()) rows.front().seconds += take_sim_time();
+    } else if (e.kind == "fits_in_memory") {
+      Row r = base_row("context " + std::to_string(e.context), "tokens");
+      double min_tokens = INFINITY;
+      bool fits = true;
+      std::string why;
+      for (const ReplicaGroup& g : built->config.groups) {
+        const MemoryPlan mp = plan_memory(g.deployment, e.context);
+        min_tokens = std::min(min_tokens, static_cast<double>(mp.kv_tokens));
+        if (!mp.fits && fits) {
+          fits = false;
+          why = g.deployment.card.name + (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "") +
+                ": " + mp.reason;
+        }
+      }
+      lower(r, min_tokens, static_cast<double>(e.context));
+      r.passed = fits;
+      if (!fits) {
+        r.margin.reset();
+        r.message = why;
+      }
+      rows.push_back(r);
+    } else if (e.kind == "max_cost_usd_per_hour") {
+      Row r = base_row("", "usd_per_hour");
+      double cost = 0;
+      std::string what;
+      for (const ReplicaGroup& g : built->config.groups) {
+        cost += prices.usd_per_hour(g.deployment.card) * g.deployment.tp * g.replicas;
+        what += (what.empty() ? "" : " + ") + std::to_string(g.replicas) + "x " + g.deployment.card.name +
+                (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "");
+      }
+      r.item = what;
+      upper(r, cost, e.limit);
+      if (!r.passed) r.message = what + " rents for " + value_text(cost, r.unit) + ", over " + value_text(e.limit, r.unit);
+      rows.push_back(r);
+    } else if (e.kind == "min_users" || e.kind == "min_rate") {
+      try {
+        const plan::CapacityResult c = plan::find_capacity(a.spec, std::nullopt);
+        Row r = base_row("", c.axis.name);
+        lower(r, c.capacity, e.limit);
+        if (c.capacity <= 0) r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit);
+        else if (!r.passed) r.message = "the SLOs hold up to " + value_text(c.capacity, r.unit) + ", short of " + value_text(e.limit, r.unit);
+        rows.push_back(r);
+      } catch (const Error& x) {
+        rows.push_back(failed_row(a.name, e.kind, "", std::string("the capacity search failed: ") + x.what()));
+      }
+    } else if (e.kind == "plan_cheapest_max_usd_per_hour") {
+      try {
+        const plan::PlanOutcome p = plan::search_plan(a.spec, e.space, prices, {});
+        if (p.ok.empty()) {
+          Row r = failed_row(a.name, e.kind, "", "no option of the plan's space meets the SLOs");
+          r.unit = "usd_per_hour";
+          r.limit = e.limit;
+          r.limit_text = "<= " + value_text(e.limit, r.unit);
+          rows.push_back(r);
+        } else {
+          const plan::Candidate& c = p.candidates[p.ok.front()];
+          Row r = base_row(std::to_string(c.search.best.replicas) + "x " + plan::label(c), "usd_per_hour");
+          upper(r, c.option_usd_per_hour(), e.limit);
+          if (!r.passed) {
+            r.message = "the cheapest option, " + r.item + ", costs " + value_text(c.option_usd_per_hour(), r.unit);
+          }
+          rows.push_back(r);
+        }
+      } catch (const Error& x) {
+        rows.push_back(failed_row(a.name, e.kind, "", std::string("the plan search failed: ") + x.what()));
+      }
+    }
+    const double spent = since(t0);
+    if (!rows.empty()) rows.front().seconds += spent;
+    for (Row& r : rows) out.rows.push_back(std::move(r));
+  }
+  out.seconds = since(t_start);
+  return out;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      case '\n': out += "&#10;"; break;
+      case '\t': out += "&#9;"; break;
+      case '\r': out += "&#13;"; break;
+      default:
+        if (c < 0x20) continue;  // not allowed in XML 1.0
+        out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string seconds_text(double s) { return fmt("%.3f", s); }
+
+std::string row_title(const Row& r) { return r.kind + (r.item.empty() ? "" : " " + r.item); }
+
+}  // namespace
+
+const std::vector<std::string>& assertion_kinds() {
+  static const std::vector<std::string> kinds = {
+      "slo", "min_users", "min_rate", "max_cost_usd_per_hour", "no_preemption", "fits_in_memory",
+      "plan_cheapest_max_usd_per_hour", "baseline"};
+  return kinds;
+}
+
+std::optional<bool> higher_is_worse(const std::string& metric) {
+  const std::string leaf = metric.substr(metric.rfind('.') == std::string::npos ? 0 : metric.rfind('.') + 1);
+  const auto ends = [&](const std::string& suffix) {
+    return leaf.size() >= suffix.size() && leaf.compare(leaf.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends("_ms") || leaf == "failed" || leaf == "preemptions" || leaf == "mean_waiting_requests") return true;
+  if (leaf.find("throughput") != std::string::npos || leaf.find("goodput") != std::string::npos ||
+      leaf == "completed" || leaf == "prefix_cache_hit_rate") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+double parse_tolerance(const std::string& text, const std::string& where) {
+  std::string t = text;
+  while (!t.empty() && t.back() == ' ') t.pop_back();
+  const bool percent = !t.empty() && t.back() == '%';
+  if (percent) t.pop_back();
+  const bool negative = !t.empty() && t[0] == '-';
+  if (negative) t.erase(0, 1);
+  double v = 0;
+  try {
+    v = parse_number(t, where);
+  } catch (const Error&) {
+    throw Error(where + ": '" + text + "' is not a tolerance; write a percentage like 10% (or a fraction, 0.1)");
+  }
+  if (negative && v > 0) throw Error(where + ": '" + text + "' is negative; a tolerance is >= 0, e.g. 10%");
+  return percent ? v / 100 : v;
+}
+
+Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
+                             const std::vector<std::string>& price_overrides) {
+  const YamlDoc doc = YamlDoc::load(path);
+  const YAML::Node& root = doc.root();
+  Assumptions out;
+  out.path = path;
+  if (!root.IsMap()) throw Error(path + ": expected a mapping with an `assertions:` list (docs/ci.md)");
+  check_keys(root, path, {"description", "prices", "assertions"});
+  const std::string base_dir = fs::path(path).parent_path().string();
+  if (root["description"]) out.description = scalar(root["description"], path + ": description");
+  std::string pf = prices_file;
+  if (pf.empty() && root["prices"]) {
+    fs::path p = scalar(root["prices"], path + ": prices");
+    if (p.is_relative()) p = fs::path(base_dir) / p;
+    pf = p.lexically_normal().string();
+  }
+  if (pf.empty()) pf = cli::data_dir() + "/calibration/prices.yaml";
+  out.prices = load_prices_with_overrides(pf, cli::cards(), price_overrides);
+  const YAML::Node list = root["assertions"];
+  if (!list) throw Error(path + ": assertions: missing (required): a list of named assertions");
+  if (!list.IsSequence() || list.size() == 0) {
+    throw Error(path + ": assertions: expected a non-empty list of {name, scenario, expect}");
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node& n = list[i];
+    Assertion a;
+    a.where = path + ": assertions[" + std::to_string(i) + "]";
+    const std::string p = a.where + ".";
+    if (!n.IsMap()) throw Error(a.where + ": expected a mapping with name, scenario (or scenario fields) and expect");
+    if (!n["name"]) throw Error(p + "name: missing (required)");
+    a.name = scalar(n["name"], p + "name");
+    if (a.name.empty()) throw Error(p + "name: empty");
+    if (!names.insert(a.name).second) throw Error(p + "name: '" + a.name + "' is used by an earlier assertion");
+    if (n["description"]) a.description = scalar(n["description"], p + "description");
+    a.spec.name = a.name;
+    if (n["scenario"]) {
+      fs::path sf = scalar(n["scenario"], p + "scenario");
+      if (sf.is_relative()) sf = fs::path(base_dir) / sf;
+      try {
+        cli::load_scenario_file(sf.lexically_normal().string(), a.spec);
+      } catch (const Error& e) {
+        throw Error(p + "scenario: " + e.what());
+      }
+    }
+    cli::apply_scenario_yaml(n, a.where, p, base_dir, a.spec, {"name", "description", "scenario", "expect"});
+    cli::BuiltScenario b;
+    try {
+      b = cli::build_scenario(a.spec);
+    } catch (const Error& e) {
+      throw Error(a.where + " (its scenario): " + e.what());
+    }
+    const YAML::Node& ex = n["expect"];
+    if (!ex) throw Error(p + "expect: missing (required): what must hold, e.g. {slo: {ttft_p95: 1s}}; kinds: " +
+                         join(assertion_kinds()));
+    if (!ex.IsMap() || ex.size() == 0) {
+      throw Error(p + "expect: expected a mapping of assertion kinds; accepted: " + join(assertion_kinds()));
+    }
+    for (const auto& kv : ex) {
+      const std::string kind = kv.first.as<std::string>();
+      a.expect.push_back(parse_expectation(kind, kv.second, p + "expect." + kind, base_dir, a.spec, b, out.prices));
+    }
+    out.assertions.push_back(std::move(a));
+  }
+  return out;
+}
+
+bool AssertionOutcome::passed() const {
+  return std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.passed; });
+}
+
+CheckOutcome run_checks(const Assumptions& a,
+                        const std::function<void(const AssertionOutcome&, std::size_t, std::size_t)>& on_done) {
+  const auto t0 = Clock::now();
+  CheckOutcome out;
+  out.file = a.path;
+  out.assertions.resize(a.assertions.size());
+  std::mutex m;
+  std::size_t done = 0;
+  plan::run_parallel(
+      a.assertions.size(), plan::default_threads(),
+      [&](std::size_t i) {
+        out.assertions[i] = run_one(a.assertions[i], a.prices);
+        if (on_done) {
+          std::lock_guard<std::mutex> lock(m);
+          on_done(out.assertions[i], ++done, a.assertions.size());
+        }
+      },
+      {});
+  for (const AssertionOutcome& o : out.assertions) {
+    for (const Row& r : o.rows) {
+      ++out.tests;
+      if (!r.passed) ++out.failures;
+    }
+  }
+  out.seconds = since(t0);
+  return out;
+}
+
+std::string margin_text(std::optional<double> margin) {
+  if (!margin || std::isnan(*margin)) return "-";
+  return (*margin >= 0 ? "+" : "") + fmt("%.1f%%", 100 * *margin);
+}
+
+nlohmann::json check_json(const CheckOutcome& c) {
+  nlohmann::json j;
+  j["file"] = c.file;
+  j["passed"] = c.passed();
+  j["tests"] = c.tests;
+  j["failures"] = c.failures;
+  j["seconds"] = c.seconds;
+  nlohmann::json list = nlohmann::json::array();
+  for (const AssertionOutcome& a : c.assertions) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const Row& r : a.rows) {
+      const auto opt = [](std::optional<double> v) { return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(); };
+      rows.push_back({{"kind", r.kind}, {"item", r.item}, {"measured", opt(r.measured)}, {"limit", opt(r.limit)},
+                      {"unit", r.unit}, {"margin", opt(r.margin)}, {"passed", r.passed}, {"message", r.message},
+                      {"measured_text", r.measured_text}, {"limit_text", r.limit_text}, {"seconds", r.seconds}});
+    }
+    list.push_back({{"name", a.name}, {"description", a.description}, {"scenario", a.scenario},
+                    {"passed", a.passed()}, {"seconds", a.seconds}, {"checks", rows}});
+  }
+  j["assertions"] = list;
+  return j;
+}
+
+std::string junit_xml(const CheckOutcome& c) {
+  std::ostringstream x;
+  x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x << "<testsuites name=\"capsim check " << xml_escape(c.file) << "\" tests=\"" << c.tests << "\" failures=\""
+    << c.failures << "\" errors=\"0\" time=\"" << seconds_text(c.seconds) << "\">\n";
+  for (const AssertionOutcome& a : c.assertions) {
+    int failures = 0;
+    for (const Row& r : a.rows) failures += !r.passed;
+    x << "  <testsuite name=\"" << xml_escape(a.name) << "\" tests=\"" << a.rows.size() << "\" failures=\""
+      << failures << "\" errors=\"0\" skipped=\"0\" time=\"" << seconds_text(a.seconds) << "\">\n";
+    if (!a.description.empty()) {
+      x << "    <properties><property name=\"description\" value=\"" << xml_escape(a.description)
+        << "\"/><property name=\"scenario\" value=\"" << xml_escape(a.scenario) << "\"/></properties>\n";
+    }
+    for (const Row& r : a.rows) {
+      x << "    <testcase name=\"" << xml_escape(row_title(r)) << "\" classname=\"capsim.check."
+        << xml_escape(a.name) << "\" time=\"" << seconds_text(r.seconds) << "\"";
+      if (r.passed) {
+        x << "/>\n";
+        continue;
+      }
+      const std::string msg = r.message.empty() ? "measured " + r.measured_text + ", limit " + r.limit_text : r.message;
+      x << ">\n      <failure message=\"" << xml_escape(msg) << "\" type=\"" << xml_escape(r.kind) << "\">"
+        << xml_escape(a.name + ": " + row_title(r) + ": measured " + r.measured_text + ", limit " + r.limit_text +
+                      ", margin " + margin_text(r.margin))
+        << "</failure>\n    </testcase>\n";
+    }
+    x << "  </testsuite>\n";
+  }
+  x << "</testsuites>\n";
+  return x.str();
+}
+
+}  // namespace capsim::check

@@ -1,0 +1,137 @@
+// `capsim check ASSUMPTIONS.yaml`: named capacity assertions checked by simulation, for CI —
+// a table of measured values, limits and margins, exit status 1 when one fails, JUnit XML for
+// the CI's test view (sim/check/assumptions.h, docs/ci.md).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "sim/check/assumptions.h"
+#include "sim/cli/commands.h"
+#include "sim/cli/report_charts.h"
+#include "sim/core/error.h"
+#include "sim/report/html.h"
+#include "sim/report/json_output.h"
+#include "sim/report/plot.h"
+#include "sim/report/table.h"
+
+namespace capsim::cli {
+namespace {
+
+struct CheckOptions {
+  std::string file;
+  std::string junit;
+  std::string json;
+  std::string report;
+  std::vector<std::string> price_overrides;
+  std::string prices_file;
+  bool quiet = false;
+};
+
+int run_check(const CheckOptions& o) {
+  if (!o.report.empty()) plot::require_gnuplot("--report");
+  // Everything that can be wrong with the input is found before any simulation.
+  const check::Assumptions a = check::load_assumptions(o.file, o.prices_file, o.price_overrides);
+  const check::CheckOutcome c = check::run_checks(
+      a, o.quiet ? std::function<void(const check::AssertionOutcome&, std::size_t, std::size_t)>()
+                 : [](const check::AssertionOutcome& x, std::size_t done, std::size_t total) {
+                     std::fprintf(stderr, "capsim check: [%zu/%zu] %s: %s (%.1f s)\n", done, total, x.name.c_str(),
+                                  x.passed() ? "PASS" : "FAIL", x.seconds);
+                   });
+  std::ostringstream text;
+  text << "capsim check: " << a.path << " — " << a.assertions.size() << " assertions, " << c.tests << " checks\n";
+  if (!a.description.empty()) text << "  " << a.description << "\n";
+  text << "\n";
+  TextTable t({"assertion", "kind", "measured", "limit", "margin", "result"});
+  std::vector<std::string> row_class;
+  for (const check::AssertionOutcome& x : c.assertions) {
+    for (const check::Row& r : x.rows) {
+      t.row({x.name, r.kind + (r.item.empty() ? "" : " " + r.item), r.measured_text, r.limit_text,
+             check::margin_text(r.margin), r.passed ? "PASS" : "FAIL"});
+      row_class.push_back(r.passed ? "pass" : "fail");
+    }
+  }
+  t.print(text);
+  text << "\n";
+  for (const check::AssertionOutcome& x : c.assertions) {
+    for (const check::Row& r : x.rows) {
+      if (!r.message.empty()) {
+        text << "  " << (r.passed ? "note" : "FAIL") << " " << x.name << " / " << r.kind
+             << (r.item.empty() ? "" : " " + r.item) << ": " << r.message << "\n";
+      }
+    }
+  }
+  text << "  " << (c.passed() ? "all " + std::to_string(c.tests) + " checks hold"
+                              : std::to_string(c.failures) + " of " + std::to_string(c.tests) + " checks fail")
+       << " (" << fmt("%.1f", c.seconds) << " s)\n";
+  if (o.json != "-") std::cout << text.str();
+
+  // Everything is rendered before anything is written: a failure leaves no file behind.
+  const nlohmann::json j = check::check_json(c);
+  const std::string junit = o.junit.empty() ? "" : check::junit_xml(c);
+  std::string page_html;
+  if (!o.report.empty()) {
+    HtmlReport page("capsim check: " + a.path, "--report");
+    if (!a.description.empty()) page.paragraph(a.description);
+    page.paragraph(c.passed() ? "All " + std::to_string(c.tests) + " checks hold."
+                              : std::to_string(c.failures) + " of " + std::to_string(c.tests) + " checks fail.");
+    page.table(t.header(), t.rows(), row_class);
+    plot::Chart margins;
+    margins.title = "Margin of each check";
+    margins.ylabel = "margin (% of the limit)";
+    margins.bar_format = "%+.0f%%";
+    for (const check::AssertionOutcome& x : c.assertions) {
+      for (const check::Row& r : x.rows) {
+        if (!r.margin) continue;
+        std::string label = x.name + ": " + (r.kind == "slo" || r.kind == "baseline" ? r.item : r.kind);
+        if (label.size() > 44) label = label.substr(0, 41) + "...";
+        margins.categories.push_back(label);
+        margins.bars.push_back(std::max(-100.0, std::min(300.0, 100 * *r.margin)));
+        margins.bar_ok.push_back(r.passed);
+      }
+    }
+    margins.ymin = std::nullopt;
+    double lowest = 0;
+    for (double v : margins.bars) lowest = std::min(lowest, v);
+    margins.ymin = lowest < 0 ? lowest * 1.15 : 0;
+    page.chart(margins, "Green: holds; red: fails. Margins are clipped to -100%..+300% for display.");
+    for (const check::AssertionOutcome& x : c.assertions) {
+      if (!x.result || !x.built) continue;
+      page.heading(x.name + " (scenario " + x.scenario + ")", 2);
+      if (!x.description.empty()) page.paragraph(x.description);
+      add_simulation_section(page, *x.spec, *x.built, *x.result);
+    }
+    page.heading("Text report", 2);
+    page.preformatted(text.str());
+    page_html = page.render();
+  }
+  if (!o.json.empty()) write_json(o.json, j);
+  if (!o.junit.empty()) write_text_file(o.junit, junit, "--junit");
+  if (!o.report.empty()) write_text_file(o.report, page_html, "--report");
+  return c.passed() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CheckOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "check", "check capacity assumptions (SLOs, capacity, cost, baselines) by simulation, for CI");
+  cmd->footer(
+      "examples:\n"
+      "  capsim check workloads/assumptions.yaml\n"
+      "  capsim check workloads/assumptions.yaml --junit build/capsim-check.xml --report check.html\n"
+      "assertion kinds: slo, min_users, min_rate, max_cost_usd_per_hour, no_preemption, fits_in_memory,\n"
+      "  plan_cheapest_max_usd_per_hour, baseline (docs/ci.md)\n"
+      "exit status: 0 every assertion holds, 1 one fails, 2 bad input");
+  cmd->add_option("assumptions", o->file, "assumptions YAML file (docs/ci.md)")->required();
+  cmd->add_option("--junit", o->junit, "also write JUnit XML (one testcase per check) to FILE");
+  cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
+  cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, charts by gnuplot) to FILE.html");
+  cmd->add_option("--price", o->price_overrides, "override a card's $/hour per GPU: h100-sxm=2.49 (repeatable)");
+  cmd->add_option("--prices", o->prices_file, "price file (default: the assumptions file's prices:, else calibration/prices.yaml)");
+  cmd->add_flag("--quiet,-q", o->quiet, "no progress lines on stderr");
+  cmd->callback([o, &exit_code] { exit_code = run_check(*o); });
+}
+
+}  // namespace capsim::cli

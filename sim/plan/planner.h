@@ -1,0 +1,66 @@
+// The search behind `capsim plan` (and `capsim check`'s plan_cheapest_max_usd_per_hour): every
+// card x TP x weight precision x KV precision of a space is a candidate; the memory plan rejects
+// what does not fit; the rest are searched for the fewest replicas meeting the SLOs, cheapest per
+// replica first with branch and bound against the `top` cheapest options found; the cheapest
+// three are re-run as whole clusters behind the router.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/cli/scenario.h"
+#include "sim/plan/prices.h"
+#include "sim/plan/search.h"
+
+namespace capsim::plan {
+
+struct PlanSpace {
+  std::vector<std::string> cards;  // catalogue names; empty = every card of the catalogue
+  std::vector<int> tps = {1, 2, 4, 8};
+  std::vector<std::string> weights = {"auto"};
+  std::vector<std::string> kv_caches = {"auto"};
+  int max_cards = 64;               // most cards per deployment
+  std::optional<double> min_goodput;
+  int top = 10;                     // options kept by the branch and bound
+  std::string search_duration = "5min";  // measured window of the search's runs
+};
+
+struct Candidate {
+  std::string card;
+  int tp = 1;
+  std::string weights, kv;
+  // Filled by the search.
+  bool rejected = false;
+  std::string reason;
+  ReplicaSearch search;
+  bool verified = false;
+  double usd_per_hour = 0;  // per replica
+  int max_replicas = 1;
+  int total_cards() const { return tp * search.best.replicas; }
+  double option_usd_per_hour() const { return usd_per_hour * search.best.replicas; }
+};
+
+// "h100-sxm tp2 fp8/kv bf16".
+std::string label(const Candidate& c);
+// The scenario on the candidate's deployment.
+cli::ScenarioSpec spec_of(const cli::ScenarioSpec& base, const Candidate& c);
+
+struct PlanOutcome {
+  std::vector<Candidate> candidates;
+  std::vector<std::size_t> live;  // candidates that fit in memory
+  std::vector<std::size_t> ok;    // options meeting the SLOs, cheapest first
+  std::size_t searched = 0, skipped = 0, verify_n = 0;
+};
+
+// progress(done, total, "searching" | "verifying"); may be empty.
+using PlanProgress = std::function<void(std::size_t, std::size_t, const char*)>;
+
+// REQUIRES: base has SLOs or space.min_goodput, one deployment group. Throws capsim::Error for
+// bad input (--search-duration, unknown precisions are candidate rejections, not errors).
+PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
+                        const PlanProgress& progress);
+
+}  // namespace capsim::plan

@@ -1,0 +1,186 @@
+// `capsim finetune` and `capsim batch-serve` run as a user runs them: the built binary with its
+// stdout, stderr and exit status (0 ok, 1 a negative answer, 2 bad input).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#ifndef CAPSIM_BINARY
+#error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
+#endif
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `capsim <args>` with the source tree's data (CAPSIM_DATA_DIR unset).
+Result run_capsim(const std::string& args) {
+  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+  const std::string err_path =
+      (std::filesystem::temp_directory_path() / ("capsim_beyond_llm_" + std::to_string(::getpid()) +
+                                                 "_" + std::to_string(stamp) + ".stderr"))
+          .string();
+  const std::string cmd = "env -u CAPSIM_DATA_DIR '" + std::string(CAPSIM_BINARY) + "' " + args +
+                          " 2>'" + err_path + "'";
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  const int raw = ::pclose(pipe);
+  REQUIRE(WIFEXITED(raw));
+  r.status = WEXITSTATUS(raw);
+  std::ifstream in(err_path);
+  std::stringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cli: finetune full Llama-2-13B fits no single card and says by how much", "[cli]") {
+  const Result r =
+      run_capsim("finetune --model llama-2-13b --cards rtx-4090,a100-80gb-sxm --json -");
+  CHECK(r.status == 1);
+  CHECK(r.err.empty());
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  // Hand-worked in tests/plan/finetune_test.cc: 2 B x 13,015,864,320 parameters of bf16
+  // weights, 16 B per parameter with gradients and AdamW states.
+  CHECK(j["per_gpu"]["weights_bytes"].get<double>() == 26'031'728'640.0);
+  CHECK(j["per_gpu"]["weights_bytes"].get<double>() +
+            j["per_gpu"]["gradients_bytes"].get<double>() +
+            j["per_gpu"]["optimizer_bytes"].get<double>() ==
+        208'253'829'120.0);
+  CHECK(j["largest_term"] == "optimizer states");
+  CHECK(j["fits_any"] == false);
+  REQUIRE(j["cards"].size() == 2);
+  CHECK(j["cards"][1]["card"] == "a100-80gb-sxm");
+  CHECK(j["cards"][1]["fits"] == false);
+  CHECK(j["cards"][1]["zero3_gpus_needed"] == 4);
+  CHECK(j["cards"][1]["missing_bytes"].get<double>() > 100e9);
+}
+
+TEST_CASE("cli: finetune QLoRA Llama-2-13B fits a 24 GB card, LoRA does not", "[cli]") {
+  Result r = run_capsim("finetune --model llama-2-13b --method qlora --cards rtx-4090");
+  CHECK(r.status == 0);
+  CHECK(contains(r.out, "  fits on: rtx-4090\n"));
+  r = run_capsim("finetune --model llama-2-13b --method lora --cards rtx-4090");
+  CHECK(r.status == 1);
+  CHECK(contains(r.out, "fits on none of these cards with 1 GPU; the largest term is weights"));
+}
+
+TEST_CASE("cli: finetune bad input is pinned", "[cli]") {
+  Result r = run_capsim("finetune --method qlora4");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err ==
+        "capsim: error: --method: 'qlora4' is not a fine-tuning method; accepted: full, lora, "
+        "qlora\n");
+  r = run_capsim("finetune --method lora --lora-rank 0");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --lora-rank: 0 is not a LoRA rank; accepted: a whole number from 1 to "
+        "65536 (PEFT's default is 8; 8-64 are common)\n");
+  r = run_capsim("finetune --batch 0");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --batch: 0 is not a batch size; accepted: a whole number from 1 to "
+        "1000000 (sequences per GPU per step)\n");
+  r = run_capsim("finetune --optimizer adam");
+  CHECK(r.status == 2);
+  CHECK(
+      r.err ==
+      "capsim: error: --optimizer: 'adam' is not an optimizer; accepted: adamw, adamw-8bit, sgd\n");
+  r = run_capsim("finetune --cards h100x");
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("capsim: error: --cards: unknown card 'h100x'; did you mean: ", 0) == 0);
+}
+
+TEST_CASE("cli: batch-serve one item alone takes one batch of one, worked by hand", "[cli]") {
+  // 1 TFLOP per item, 1 GB of weights, fp16 on a T4, 1 ms overhead (the default):
+  // sqrt(27.972028^2 + 4.166667^2) + 1 = 29.280655 ms (tests/batchserve/batch_server_test.cc).
+  const Result r = run_capsim(
+      "batch-serve --flops-per-item 1e12 --weights-bytes 1GB --card t4 --precision fp16 "
+      "--rate 1 --requests 1 --max-batch 1 --json -");
+  REQUIRE(r.status == 0);
+  CHECK(r.err.empty());
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["items"] == 1);
+  CHECK(j["latency_s"]["max"].get<double>() == Approx(0.029280655).margin(1e-9));
+  CHECK(j["batch_seconds_1"].get<double>() == Approx(0.029280655).epsilon(1e-8));
+  CHECK(j["cost"]["usd_per_hour"].get<double>() == Approx(0.5904));
+}
+
+TEST_CASE("cli: batch-serve reports the SLO and exits 1 when it is missed", "[cli]") {
+  Result r = run_capsim(
+      "batch-serve --model bert-base-uncased --card t4 --precision fp16 --rate 5 --requests 500 "
+      "--slo 'p95<=3s'");
+  CHECK(r.status == 0);
+  CHECK(contains(r.out, "  SLO p95<=3s: met ("));
+  r = run_capsim(
+      "batch-serve --model bert-base-uncased --card t4 --precision fp16 --rate 5 --requests 500 "
+      "--slo 'p95<=1ms'");
+  CHECK(r.status == 1);
+  CHECK(contains(r.out, "  SLO p95<=1ms: MISSED ("));
+}
+
+TEST_CASE("cli: batch-serve bad input is pinned", "[cli]") {
+  Result r = run_capsim("batch-serve --card t4 --rate 1");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: batch-serve: no model; give --model NAME (an encoder-only catalogue "
+        "model such as bert-base-uncased) or --flops-per-item F with --weights-bytes SIZE\n");
+  r = run_capsim("batch-serve --model bert-base-uncased --card t4 --precision bf16 --rate 1");
+  CHECK(r.status == 2);
+  CHECK(r.err.rfind("capsim: error: --precision bf16: t4 has no bf16 peak (", 0) == 0);
+  CHECK(contains(r.err, "t4.yaml dense_peak); supported: fp32, fp16, int8, int4\n"));
+  r = run_capsim("batch-serve --model bert-base-uncased --card t4 --rate 1 --slo 'p95<3s'");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --slo: 'p95<3s' is not a latency SLO; accepted: STAT<=DURATION with STAT "
+        "one of mean, p50, p90, p95, p99 and a duration with a unit, e.g. --slo 'p95<=3s'\n");
+  r = run_capsim("batch-serve --model bert-base-uncased --card t4 --rate 1 --max-batch 0");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --max-batch: 0 is not a batch size; accepted: a whole number from 1 to "
+        "65536\n");
+  r = run_capsim("batch-serve --model llama-3.1-8b --card t4 --rate 1");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --model: llama-3.1-8b is a decoder LLM; batch-serve runs one forward "
+        "pass per item (encoder-only models such as bert-base-uncased, or any model via "
+        "--flops-per-item and --weights-bytes); use capsim simulate for LLM serving\n");
+  r = run_capsim("batch-serve --model bert-base-uncased --card t4");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: batch-serve: no load; give --rate ITEMS_PER_SECOND or --per-day ITEMS\n");
+  r = run_capsim("batch-serve --flops-per-item 1e12 --card t4 --rate 1");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --weights-bytes: missing; --flops-per-item needs the bytes of weights "
+        "each batch reads, e.g. --weights-bytes 500MB\n");
+  r = run_capsim("batch-serve --model bert-base-uncased --card t4 --rate 1 --price t4=0");
+  CHECK(r.status == 2);
+  CHECK(r.err ==
+        "capsim: error: --price: t4=0: a price must be > 0; accepted form: --price "
+        "CARD=USD_PER_HOUR, e.g. --price h100-sxm=2.49 (US dollars per GPU-hour, a plain number "
+        "> 0; repeat the flag for several cards)\n");
+}
