@@ -104,6 +104,18 @@ int run_plan(PlanOptions& o) {
   if (!base.extra_groups.empty()) {
     throw Error("deployment: plan searches one card type at a time; use `capsim compare` for mixed fleets");
   }
+  // Bad input is refused before any simulation.
+  std::vector<double> profile;
+  if (!o.load_profile.empty()) {
+    for (const auto& v : split_list(o.load_profile)) profile.push_back(parse_number(v, "--load-profile"));
+    if (profile.size() != 24) {
+      throw Error("--load-profile: " + std::to_string(profile.size()) +
+                  " values; expected 24 (one per hour, users or requests/s)");
+    }
+    if (!base.users && !base.concurrency && !base.rate) {
+      throw Error("--load-profile: needs a --users, --concurrency or --rate workload");
+    }
+  }
   const PriceBook prices = load_prices_with_overrides(
       o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),
       o.price_overrides);
@@ -112,7 +124,13 @@ int run_plan(PlanOptions& o) {
   if (o.cards.empty()) {
     for (const Card& c : cards().cards()) card_names.push_back(c.name);
   } else {
-    for (const auto& n : split_list(o.cards)) card_names.push_back(cards().find(n).name);
+    for (const auto& n : split_list(o.cards)) {
+      try {
+        card_names.push_back(cards().find(n).name);
+      } catch (const Error& e) {
+        throw Error(std::string("--cards: ") + e.what());
+      }
+    }
   }
   std::vector<int> tps;
   for (const auto& t : split_list(o.tps)) {
@@ -190,15 +208,7 @@ int run_plan(PlanOptions& o) {
   }
   j["rejected"] = rejected;
 
-  // Daily load profile: replicas per hour for the best option.
-  std::vector<double> profile;
-  if (!o.load_profile.empty()) {
-    for (const auto& v : split_list(o.load_profile)) profile.push_back(parse_number(v, "--load-profile"));
-    if (profile.size() != 24) {
-      throw Error("--load-profile: " + std::to_string(profile.size()) +
-                  " values; expected 24 (one per hour, users or requests/s)");
-    }
-  }
+  // Daily load profile (parsed above): replicas per hour for the best option.
   nlohmann::json daily;
   if (!profile.empty() && !ok.empty()) {
     const Candidate& best = cands[ok.front()];
@@ -258,7 +268,10 @@ int run_plan(PlanOptions& o) {
              fmt("%.2f", usd_h), mtok_h > 0 ? fmt("%.3f", usd_h / mtok_h) : "-",
              users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds});
     }
-    if (ok.empty()) text << "  fits on no candidate that meets the SLOs\n";
+    if (ok.empty()) {
+      text << (live.empty() ? "  fits on no candidate: none fits in memory (reasons below)\n"
+                            : "  no candidate meets the SLOs (reasons below)\n");
+    }
     else t.print(text);
     table = t;
     text << "  * estimated from load shares, not re-run as a whole cluster. 'binds': the SLO that"

@@ -1,0 +1,114 @@
+// `capsim plan` and `capsim capacity` end to end: the answers a planner can work out by hand.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/check/cli_run.h"
+
+namespace {
+
+using capsim_test::has;
+using capsim_test::run_capsim;
+
+// A light open-loop load on Llama-3.1-8B: 512-token prompts, 128-token answers.
+const std::string kLight =
+    "--model llama-3.1-8b --duration 2min --input-tokens 512 --output-tokens 128 -q";
+
+nlohmann::json plan_json(const std::string& args) {
+  const auto r = run_capsim("plan " + args + " --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("plan: a load one replica can serve gives one replica", "[plan][cli]") {
+  // 2 requests/s x 128 output tokens = 256 tokens/s. One L40S decodes a batch-1 step of
+  // Llama-3.1-8B in about 16 GB / (864 GB/s x 0.78) = 24 ms: ~40 tokens/s per sequence, and with
+  // a few sequences in flight far more than 256 tokens/s. So one replica, costing 1 x the
+  // price file's per-GPU rate.
+  const auto j = plan_json(kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s --tp 1");
+  REQUIRE(j["options"].size() == 1);
+  CHECK(j["options"][0]["card"] == "l40s");
+  CHECK(j["options"][0]["replicas"] == 1);
+  CHECK(j["options"][0]["total_cards"] == 1);
+}
+
+TEST_CASE("plan: twice the load a replica holds needs the replicas the capacity curve predicts",
+          "[plan][capacity][cli]") {
+  // capacity finds C, the most requests/s one L40S serves within TTFT p95 <= 1 s. A load of
+  // 1.8 C is more than one replica holds and less than two: plan must answer 2 = ceil(1.8).
+  const auto cap = run_capsim("capacity " + kLight + " --card l40s --rate 2 --slo 'ttft_p95<=1s' --json -");
+  INFO(cap.err);
+  REQUIRE(cap.status == 0);
+  const double c = nlohmann::json::parse(cap.out)["capacity"].get<double>();
+  REQUIRE(c > 1);
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.3f", 1.8 * c);
+  const auto j = plan_json(kLight + " --rate " + rate + " --slo 'ttft_p95<=1s' --cards l40s --tp 1");
+  REQUIRE(j["options"].size() == 1);
+  CHECK(j["options"][0]["replicas"] == 2);
+}
+
+TEST_CASE("plan: a model that fits nowhere says so, with each candidate's reason", "[plan][cli]") {
+  // Llama-3.1-70B in fp16 is 141 GB of weights: no 24 GB (RTX 4090) or 16 GB (T4) card holds it.
+  const auto r = run_capsim("plan --model llama-3.1-70b --rate 1 --duration 1min -q --slo 'ttft_p95<=1s' "
+                            "--cards rtx-4090,t4 --tp 1 --weights fp16");
+  CHECK(r.status == 1);
+  CHECK(has(r.out, "fits on no candidate: none fits in memory"));
+  CHECK(has(r.out, "rtx-4090 fp16/kv bf16: does not fit: weights (131.42 GiB)"));
+  CHECK(has(r.out, "t4 fp16: does not fit: weights (131.42 GiB)"));
+}
+
+TEST_CASE("plan: prices change the ranking as computed by hand", "[plan][cli]") {
+  // At 2 requests/s both an L40S and an H100 SXM need one replica (see the first case; the H100
+  // is faster still). Ranked by $/hour: with the price file the cheaper card per hour comes
+  // first; pricing the H100 at $0.10/hour, below any L40S price, must put it first, at exactly
+  // 1 replica x $0.10.
+  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s,h100-sxm --tp 1";
+  const auto base = plan_json(args);
+  REQUIRE(base["options"].size() == 2);
+  const double l40s = base["options"][0]["card"] == "l40s" ? base["options"][0]["usd_per_hour"].get<double>()
+                                                           : base["options"][1]["usd_per_hour"].get<double>();
+  const auto cheap = plan_json(args + " --price h100-sxm=0.10");
+  REQUIRE(cheap["options"].size() == 2);
+  CHECK(cheap["options"][0]["card"] == "h100-sxm");
+  CHECK(cheap["options"][0]["usd_per_hour"].get<double>() == Approx(0.10));
+  CHECK(cheap["options"][1]["usd_per_hour"].get<double>() == Approx(l40s));
+  // And an L40S priced above the H100's $0.10 stays second.
+  CHECK(l40s > 0.10);
+}
+
+TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[plan][cli]") {
+  const std::string args = kLight + " --rate 2 --cards l40s";
+  {
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<1s'");
+    CHECK(r.status == 2);
+    CHECK(r.err ==
+          "capsim: error: --slo: 'ttft_p95<1s' cannot be parsed; accepted: METRIC_STAT<=TIME with METRIC "
+          "ttft, tpot, itl, e2el and STAT mean, p50, p90, p95, p99 (e.g. ttft_p95<=1s, tpot_p99<=100ms)\n");
+  }
+  {
+    const auto r = run_capsim("plan " + kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards h100-sxx");
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "capsim: error: --cards: unknown card 'h100-sxx'; did you mean: h100-sxm?; accepted: a10,"));
+  }
+  {
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<=1s' --price h100-sxm=0");
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "capsim: error: --price: h100-sxm=0: a price must be > 0; accepted form: --price CARD=USD_PER_HOUR"));
+  }
+  {
+    // 23 hourly values instead of 24.
+    std::string profile = "1";
+    for (int i = 1; i < 23; ++i) profile += ",1";
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<=1s' --load-profile " + profile);
+    CHECK(r.status == 2);
+    CHECK(r.err == "capsim: error: --load-profile: 23 values; expected 24 (one per hour, users or requests/s)\n");
+  }
+  {
+    const auto r = run_capsim("plan " + args);
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--slo: plan needs at least one SLO"));
+  }
+}
