@@ -18,19 +18,11 @@ const char* bound_name(Bound b) {
 
 namespace {
 
-// Bytes per parameter of a quantised linear layer, as ModelSpec::weight_bytes counts them
-// (scales included; per-channel scales are negligible at this granularity).
+// Bytes per parameter of a quantised linear layer, as ModelSpec::weight_bytes counts them:
+// the element plus, for int4, one fp16 scale and one fp16 zero point per group of 128 (fp8/int8
+// per-channel scales are negligible at this granularity).
 double linear_bytes_per_param(Precision w) {
-  switch (w) {
-    case Precision::kFp32:
-    case Precision::kTf32: return 4;
-    case Precision::kFp16:
-    case Precision::kBf16: return 2;
-    case Precision::kFp8:
-    case Precision::kInt8: return 1;
-    case Precision::kInt4: return 0.5 + 4.0 / 128.0;
-  }
-  return 2;
+  return element_bytes(w) + (w == Precision::kInt4 ? 4.0 / 128.0 : 0.0);
 }
 
 }  // namespace

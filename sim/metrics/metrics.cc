@@ -2,22 +2,11 @@
 
 namespace capsim {
 
-Percentiles summarize(const Samples& s) {
-  Percentiles p;
-  p.count = s.size();
-  if (s.empty()) return p;
-  p.mean = s.mean();
-  p.median = s.median();
-  p.std = s.stddev();
-  p.p90 = s.percentile(90);
-  p.p95 = s.percentile(95);
-  p.p99 = s.percentile(99);
-  p.min = s.min();
-  p.max = s.max();
-  return p;
-}
+namespace {
 
-Percentiles summarize(const WeightedSamples& s) {
+// Both sample kinds offer mean, stddev (population) and numpy-linear percentiles.
+template <typename SampleSet>
+Percentiles summarize_any(const SampleSet& s) {
   Percentiles p;
   p.count = static_cast<std::size_t>(s.size());
   if (s.empty()) return p;
@@ -31,6 +20,11 @@ Percentiles summarize(const WeightedSamples& s) {
   p.max = s.max();
   return p;
 }
+
+}  // namespace
+
+Percentiles summarize(const Samples& s) { return summarize_any(s); }
+Percentiles summarize(const WeightedSamples& s) { return summarize_any(s); }
 
 void MetricsCollector::on_token(const Sequence& s, SimTime now) {
   if (s.generated > 1 && counted(s.req)) itl_.add(to_seconds(now - s.last_token));
