@@ -71,6 +71,16 @@ Totals totals(const BuiltScenario& b, const SimulationResult& r) {
   return t;
 }
 
+// Percentiles of a per-step quantity over every replica's steps.
+template <typename Get>
+nlohmann::json distribution(const SimulationResult& r, Get get) {
+  WeightedSamples all;
+  for (const ReplicaSummary& rs : r.replicas) get(rs.stats).merge_into(all);
+  if (all.empty()) return nullptr;
+  return {{"mean", all.mean()}, {"p50", all.percentile(50)}, {"p90", all.percentile(90)},
+          {"p99", all.percentile(99)}, {"max", all.max()}};
+}
+
 }  // namespace
 
 double slo_value(const SloSpec& slo, const SimulationResult& r) {
@@ -133,6 +143,8 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
       {"mean_step_ms", t.mean_step * 1e3},
       {"mean_batch_tokens", t.mean_batch_tokens},
       {"mean_batch_sequences", t.mean_batch_seqs},
+      {"step_ms", distribution(r, [](const ReplicaStats& s) -> const WeightedSamples& { return s.step_ms_distribution; })},
+      {"batch_sequences", distribution(r, [](const ReplicaStats& s) -> const WeightedSamples& { return s.batch_sequences_distribution; })},
       {"kv_cache_peak_fraction", t.kv_peak},
       {"kv_cache_mean_fraction", t.kv_mean},
       {"mean_waiting_requests", t.waiting_mean},

@@ -191,6 +191,8 @@ SimTime Replica::begin_step(SimTime now) {
   stats_.step_seconds.add(b.seconds);
   stats_.batch_tokens.add(static_cast<double>(plan_.shape.tokens()));
   stats_.batch_sequences.add(static_cast<double>(plan_.shape.sequences()));
+  stats_.step_ms_distribution.add(b.seconds * 1e3);
+  stats_.batch_sequences_distribution.add(static_cast<double>(plan_.shape.sequences()));
   stats_.prompt_tokens_computed += plan_.shape.prefill_tokens;
   stats_.busy_seconds += b.seconds;
   stats_.compute_s += b.compute_s;

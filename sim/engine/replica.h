@@ -13,6 +13,7 @@
 
 #include "sim/core/stats.h"
 #include "sim/core/time.h"
+#include "sim/core/weighted_samples.h"
 #include "sim/cost/batch_shape.h"
 #include "sim/cost/step_cost.h"
 #include "sim/engine/kv_block_manager.h"
@@ -86,6 +87,8 @@ struct ReplicaStats {
   StreamingStats step_seconds;
   StreamingStats batch_tokens;
   StreamingStats batch_sequences;
+  WeightedSamples step_ms_distribution;         // every step's duration, ms
+  WeightedSamples batch_sequences_distribution; // every step's sequence count
   TimeWeightedStats kv_used_fraction;
   TimeWeightedStats running;
   TimeWeightedStats waiting;

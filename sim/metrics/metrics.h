@@ -11,7 +11,7 @@
 #include "sim/core/stats.h"
 #include "sim/core/time.h"
 #include "sim/engine/replica.h"
-#include "sim/metrics/weighted_samples.h"
+#include "sim/core/weighted_samples.h"
 
 namespace capsim {
 

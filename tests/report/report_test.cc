@@ -175,7 +175,8 @@ TEST_CASE("report: capacity, compare and plan reports; --plot svg and png", "[re
       "--slo 'ttft_p95<=500ms' --seed 2";
   SECTION("capacity: the curve as a page, as svg and as png") {
     const std::string page = tmp.file("cap.html"), svg = tmp.file("cap.svg"), png = tmp.file("cap.png");
-    const Run r = run_capsim("capacity --card h100-sxm --points 4" + scenario + " --report " + q(page) + " --plot " + q(svg));
+    // capacity varies a rate over a duration (a fixed request count would not sustain the load).
+    const Run r = run_capsim("capacity --card h100-sxm --points 4 --duration 1min" + scenario + " --report " + q(page) + " --plot " + q(svg));
     INFO(r.err);
     REQUIRE(r.status == 0);
     check_self_contained(read_all(page), 2);
@@ -183,7 +184,7 @@ TEST_CASE("report: capacity, compare and plan reports; --plot svg and png", "[re
     const std::string s = read_all(svg);
     CHECK(s.rfind("<?xml", 0) == 0);  // a standalone file keeps its prolog
     CHECK(has(s, "<svg"));
-    const Run p = run_capsim("capacity --card h100-sxm --points 4" + scenario + " --plot " + q(png));
+    const Run p = run_capsim("capacity --card h100-sxm --points 4 --duration 1min" + scenario + " --plot " + q(png));
     REQUIRE(p.status == 0);
     CHECK(read_all(png).rfind("\x89PNG\r\n", 0) == 0);
   }

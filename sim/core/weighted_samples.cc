@@ -1,4 +1,4 @@
-#include "sim/metrics/weighted_samples.h"
+#include "sim/core/weighted_samples.h"
 
 #include <algorithm>
 #include <cassert>

@@ -19,6 +19,10 @@ class WeightedSamples {
   double stddev() const;  // population
   double percentile(double p) const;  // REQUIRES: !empty(), 0 <= p <= 100
   double min() const { return percentile(0); }
+  // Adds every sample of this set to `other`.
+  void merge_into(WeightedSamples& other) const {
+    for (const auto& [v, c] : runs_) other.add(v, c);
+  }
   double max() const { return percentile(100); }
 
  private:
