@@ -358,7 +358,7 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
   }
-  bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware");
+  bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
   bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
   bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
   bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));

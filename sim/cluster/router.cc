@@ -1,5 +1,7 @@
 #include "sim/cluster/router.h"
 
+#include <algorithm>
+
 #include "sim/core/error.h"
 
 namespace capsim {
@@ -54,6 +56,32 @@ class PrefixAware : public Router {
   }
 };
 
+// Mixed fleets: a request whose whole sequence (prompt + output) would take more than an eighth
+// of the smallest replica's KV cache goes to the replicas with the largest KV cache; the rest go
+// to the others (all of them when the fleet is uniform). Within a class, fewest outstanding.
+// Long requests on small cards crowd out many short ones and get preempted; this keeps each
+// kind on the cards that serve it best without a tuning knob.
+class SizeAware : public Router {
+ public:
+  std::uint32_t route(const Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
+    std::int64_t smallest = rs[0]->kv().num_blocks(), largest = smallest;
+    for (const auto& x : rs) {
+      smallest = std::min(smallest, x->kv().num_blocks());
+      largest = std::max(largest, x->kv().num_blocks());
+    }
+    const std::int64_t block = rs[0]->limits().block_size;
+    const bool long_request = (r.prompt_tokens + r.output_tokens) * 8 > smallest * block;
+    const bool uniform = smallest == largest;
+    std::int64_t best = -1;
+    for (std::uint32_t i = 0; i < rs.size(); ++i) {
+      const bool big = rs[i]->kv().num_blocks() == largest;
+      if (!uniform && big != long_request) continue;
+      if (best < 0 || rs[i]->outstanding() < rs[static_cast<std::size_t>(best)]->outstanding()) best = i;
+    }
+    return static_cast<std::uint32_t>(best);
+  }
+};
+
 }  // namespace
 
 const std::vector<RouterInfo>& routers() {
@@ -63,6 +91,8 @@ const std::vector<RouterInfo>& routers() {
        [] { return std::make_unique<LeastOutstanding>(); }},
       {"prefix-aware", "longest cached prompt prefix, bounded by load",
        [] { return std::make_unique<PrefixAware>(); }},
+      {"size-aware", "long requests to the largest-KV replicas, short ones to the rest",
+       [] { return std::make_unique<SizeAware>(); }},
   };
   return table;
 }

@@ -485,7 +485,7 @@ TEST_CASE("router: prefix-aware sends a shared-prefix request to the replica hol
 TEST_CASE("router: unknown names are refused with the accepted ones", "[cluster][router]") {
   ScriptedWorkload w({request(0, 0, 10, 1)});
   SimulationConfig c = single(deployment(), 1, "random");
-  CHECK_THROWS_WITH(simulate(c, w), Catch::Contains("accepted: round-robin, least-outstanding, prefix-aware"));
+  CHECK_THROWS_WITH(simulate(c, w), Catch::Contains("accepted: round-robin, least-outstanding, prefix-aware, size-aware"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -518,6 +518,27 @@ TEST_CASE("simulation: an h100-sxm replica and an rtx-4090 replica behind one ro
   CHECK(n[1] == 200);
   CHECK(tpot[1] / n[1] > 1.5 * tpot[0] / n[0]);
   CHECK(r.total_output_tokens == 400 * 64);
+}
+
+TEST_CASE("router: size-aware sends long requests to the largest KV cache", "[cluster][mixed][router]") {
+  // An rtx-4090 replica of llama-3.1-8b holds 35,152 KV tokens (memory_plan_test works the
+  // 24 GB card's budget), an h100-sxm 438,048. A request is long when prompt + output exceeds
+  // an eighth of the smaller cache: 35,152 / 8 = 4,394 tokens. Alternate 6,000-token and
+  // 300-token prompts (64-token outputs): every long one must land on the H100 (replica 0),
+  // every short one on the 4090 (replica 1).
+  const Deployment h100 = deployment("llama-3.1-8b", "h100-sxm");
+  const Deployment rtx = deployment("llama-3.1-8b", "rtx-4090");
+  std::vector<Request> rs;
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    rs.push_back(request(i, from_seconds(0.5 * static_cast<double>(i)), i % 2 ? 300 : 6000, 64));
+  }
+  ScriptedWorkload w(rs);
+  const auto r = simulate(config_for({{h100, 1}, {rtx, 1}}, "size-aware"), w);
+  REQUIRE(r.completed == 40);
+  REQUIRE(r.replicas[1].kv_tokens * 1 < r.replicas[0].kv_tokens);
+  for (const RequestRecord& rec : r.records) {
+    CHECK(rec.replica == (rec.prompt_tokens == 6000 ? 0u : 1u));
+  }
 }
 
 }  // namespace
