@@ -232,7 +232,7 @@ TEST_CASE("simulate cli: bad input exits 2 with a pinned message", "[cli][simula
   SECTION("an unknown --router") {
     check_refused(simulate("-q --rate 5 --requests 10 --router random"),
                   "capsim: error: --router: unknown router 'random'; accepted: round-robin, "
-                  "least-outstanding, prefix-aware\n");
+                  "least-outstanding, prefix-aware, size-aware\n");
   }
   SECTION("an unknown --scheduler") {
     check_refused(simulate("-q --rate 5 --requests 10 --scheduler fifo"),
