@@ -19,6 +19,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/llm/model_spec.h"
 #include "tests/calibration/synthetic.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -31,29 +32,7 @@ namespace {
 
 const std::string kData = CAPSIM_DATA_DIR;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_calibrate_cli_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::filesystem::path p = path_ / name;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using capsim_test::TempDir;
 
 struct Result {
   int status = -1;

@@ -16,6 +16,7 @@
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
 #include "tests/calibration/synthetic.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -29,29 +30,7 @@ namespace {
 using namespace capsim::calibration;
 using nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_calibration_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::filesystem::path p = path_ / name;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using capsim_test::TempDir;
 
 template <typename F>
 std::string error_of(F&& f) {

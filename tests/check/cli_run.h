@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/temp_dir.h"
+
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
 #endif
@@ -21,30 +23,8 @@
 
 namespace capsim_test {
 
-class Scratch {
- public:
-  explicit Scratch(const std::string& tag) {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string path() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(file(name), std::ios::binary) << content;
-    return file(name);
-  }
-
- private:
-  std::filesystem::path path_;
-};
+// Scratch directories for the files a command writes.
+using Scratch = TempDir;
 
 inline std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

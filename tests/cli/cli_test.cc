@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/hardware/card.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -26,23 +27,7 @@
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_cli_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using capsim_test::TempDir;
 
 struct Result {
   int status = -1;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -27,27 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = fs::temp_directory_path() /
-            ("capsim_simulate_cli_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(file(name), std::ios::binary) << content;
-    return file(name);
-  }
-
- private:
-  fs::path path_;
-};
+using ScratchDir = capsim_test::TempDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -14,6 +14,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/precision.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -43,29 +44,7 @@ std::string error_of(F&& f) {
   return "";
 }
 
-// A fresh directory under the system temp dir, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_card_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using capsim_test::TempDir;
 
 // A minimal valid card. Line numbers (1-based) are relied on by the malformed-YAML test.
 //   1 name  2 references  3 ds  4 memory  5 memory_bandwidth  6 dense_peak  7 bf16  8 tdp

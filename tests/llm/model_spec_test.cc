@@ -1,6 +1,7 @@
 // Model architectures (sim/llm/model_spec.h) from the catalogue in models/, with parameter counts,
 // KV-cache and weight bytes worked out by hand from each config.json, and malformed configs
 // written to a temporary directory.
+#include "tests/support/temp_dir.h"
 #include "sim/llm/model_spec.h"
 
 #include <unistd.h>
@@ -44,28 +45,7 @@ std::string error_of(F&& f) {
   return "";
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("capsim_model_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p) << text;
-    return p;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using capsim_test::TempDir;
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_SHARED_DIR
 #error "CAPSIM_SHARED_DIR must name the shared data folder (the build defines it)"
@@ -98,32 +99,7 @@ std::string read_error(const std::string& path, std::optional<TraceFormat> forma
   return error_of([&] { all_records(path, format, time_scale); });
 }
 
-class TempDir {
- public:
-  TempDir() {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("capsim_trace_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(dir_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& content) const {
-    const std::string path = (dir_ / name).string();
-    std::ofstream out(path, std::ios::binary);
-    out << content;
-    return path;
-  }
-  std::string path() const { return dir_.string(); }
-
- private:
-  std::filesystem::path dir_;
-};
+using capsim_test::TempDir;
 
 const std::string kAzureHeader = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
 const std::string kBurstHeader =
