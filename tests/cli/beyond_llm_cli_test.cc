@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "tests/check/cli_run.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -18,41 +19,10 @@
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using Result = capsim_test::Run;
+using capsim_test::run_capsim;
 
-// Runs `capsim <args>` with the source tree's data (CAPSIM_DATA_DIR unset).
-Result run_capsim(const std::string& args) {
-  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-  const std::string err_path =
-      (std::filesystem::temp_directory_path() / ("capsim_beyond_llm_" + std::to_string(::getpid()) +
-                                                 "_" + std::to_string(stamp) + ".stderr"))
-          .string();
-  const std::string cmd = "env -u CAPSIM_DATA_DIR '" + std::string(CAPSIM_BINARY) + "' " + args +
-                          " 2>'" + err_path + "'";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int raw = ::pclose(pipe);
-  REQUIRE(WIFEXITED(raw));
-  r.status = WEXITSTATUS(raw);
-  std::ifstream in(err_path);
-  std::stringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  std::filesystem::remove(err_path);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& part) { return capsim_test::has(text, part); }
 
 }  // namespace
 

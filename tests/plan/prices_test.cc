@@ -13,6 +13,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
+#include "tests/support/temp_dir.h"
 
 using namespace capsim;
 
@@ -29,22 +30,11 @@ const CardCatalogue& catalogue() {
 // A price file in a fresh temporary folder, removed at the end of the test.
 class TempPrices {
  public:
-  explicit TempPrices(const std::string& body) {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    dir_ = std::filesystem::temp_directory_path() /
-           ("capsim_prices_test_" + std::to_string(::getpid()) + "_" + std::to_string(stamp));
-    std::filesystem::create_directories(dir_);
-    path_ = (dir_ / "prices.yaml").string();
-    std::ofstream(path_) << body;
-  }
-  ~TempPrices() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  explicit TempPrices(const std::string& body) : path_(dir_.write("prices.yaml", body)) {}
   const std::string& path() const { return path_; }
 
  private:
-  std::filesystem::path dir_;
+  capsim_test::TempDir dir_{"prices_test"};
   std::string path_;
 };
 
