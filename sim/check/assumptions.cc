@@ -372,7 +372,7 @@ std::string metric_unit(const std::string& name) {
   return "";
 }
 
-AssertionOutcome run_one(const Assertion& a, const PriceBook& prices) {
+AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max_duration_s) {
   const auto t_start = Clock::now();
   AssertionOutcome out;
   out.name = a.name;
@@ -394,6 +394,32 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices) {
     try {
       built->config.progress = false;
       result = std::make_shared<SimulationResult>(simulate(built->config, *built->workload));
+      // --until-conclusive: while an SLO is INCONCLUSIVE, run twice as long (same seed, same
+      // warm-up) as far as the limit allows. Longer runs narrow the interval and let MSER-5 see
+      // the end of the transient.
+      const auto inconclusive = [&]() {
+        for (const Expectation& e : a.expect) {
+          if (e.kind != "slo") continue;
+          for (const auto& s : e.slos) {
+            if (plan::decide_slo(s, *result).decision == plan::Decision::kInconclusive) return true;
+            if (!result->steady.analysed) return true;
+          }
+        }
+        return false;
+      };
+      while (max_duration_s > 0 && spec->duration && inconclusive()) {
+        const double now = units::parse_time(*spec->duration, "duration");
+        if (2 * now > max_duration_s + 1e-9) break;
+        auto longer = std::make_shared<cli::ScenarioSpec>(*spec);
+        longer->duration = fmt("%.17gs", 2 * now);
+        if (longer->requests) longer->requests = *longer->requests * 2;
+        built = std::make_shared<cli::BuiltScenario>(cli::build_scenario(*longer));
+        built->config.progress = false;
+        result = std::make_shared<SimulationResult>(simulate(built->config, *built->workload));
+        spec = longer;
+        out.spec = spec;
+        ++out.extensions;
+      }
     } catch (const Error& e) {
       sim_error = std::string("the simulation did not run: ") + e.what();
     }
@@ -428,18 +454,36 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices) {
           rows.push_back(failed_row(a.name, e.kind, "", sim_error));
         }
       } else if (e.kind == "slo") {
+        // Decided with the run's 95% interval and its steady-state check (plan::decide_slo):
+        // PASS only when the whole interval is inside the bound and the run settled.
         for (const auto& s : e.slos) {
           Row r = base_row(s.metric + "_" + s.statistic, "s");
-          const double v = cli::slo_value(s, *result);
-          upper(r, v, s.seconds);
-          if (std::isnan(v)) {
+          const plan::SloDecision d = plan::decide_slo(s, *result);
+          bool d_why_short = false;
+          upper(r, d.value, s.seconds);
+          r.passed = d.decision == plan::Decision::kPass;
+          r.inconclusive = d.decision == plan::Decision::kInconclusive;
+          if (r.passed && !result->steady.analysed) {
+            // Too few requests for an interval or a steady-state check: not enough to PASS.
+            r.passed = false;
+            r.inconclusive = true;
+            d_why_short = true;
+          }
+          if (d.has_interval) {
+            r.measured_text += " (95%: " + units::format_time(d.low) + " - " + units::format_time(d.high) + ")";
+          }
+          if (std::isnan(d.value)) {
             r.measured.reset();
             r.message = "no request completed with this statistic";
+          } else if (d_why_short) {
+            r.message = "within its bound, but the run is too short to support a PASS (no interval); run longer";
           } else if (!r.passed) {
-            r.message = r.item + " is " + units::format_time(v) + ", over its bound of " +
-                        units::format_time(s.seconds) + " by " + fmt("%.1f%%", 100 * (v / s.seconds - 1));
+            r.message = d.why;
           }
           rows.push_back(r);
+        }
+        for (const std::string& w : result->steady.warnings) {
+          if (!rows.empty()) rows.back().message += (rows.back().message.empty() ? "" : "; ") + w;
         }
       } else if (e.kind == "no_preemption") {
         Row r = base_row("", "preemptions");
@@ -625,6 +669,27 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
   Assumptions out;
   out.path = path;
   if (!root.IsMap()) throw Error(path + ": expected a mapping with an `assertions:` list (docs/ci.md)");
+  if (!root["assertions"] && root["workload"]) {
+    // A scenario file: one assertion, its own SLOs, checked with their intervals.
+    Assertion a;
+    a.where = path;
+    cli::load_scenario_file(path, a.spec);
+    a.name = a.spec.name;
+    a.description = a.spec.description;
+    if (a.spec.slos.empty()) {
+      throw Error(path + ": slo: missing; a scenario checked by `capsim check` needs SLOs (e.g. slo: {ttft_p95: 1s})");
+    }
+    cli::build_scenario(a.spec);  // bad input is refused before anything runs
+    Expectation e;
+    e.kind = "slo";
+    e.where = path + ": slo";
+    e.slos = a.spec.slos;
+    a.expect.push_back(e);
+    out.assertions.push_back(a);
+    out.prices = load_prices_with_overrides(prices_file.empty() ? cli::data_dir() + "/calibration/prices.yaml" : prices_file,
+                                            cli::cards(), price_overrides);
+    return out;
+  }
   check_keys(root, path, {"description", "prices", "assertions"});
   const std::string base_dir = fs::path(path).parent_path().string();
   if (root["description"]) out.description = scalar(root["description"], path + ": description");
@@ -685,6 +750,8 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
   return out;
 }
 
+const char* row_status(const Row& r) { return r.passed ? "PASS" : r.inconclusive ? "INCONCLUSIVE" : "FAIL"; }
+
 bool AssertionOutcome::passed() const {
   return std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.passed; });
 }
@@ -700,7 +767,7 @@ CheckOutcome run_checks(const Assumptions& a,
   plan::run_parallel(
       a.assertions.size(), plan::default_threads(),
       [&](std::size_t i) {
-        out.assertions[i] = run_one(a.assertions[i], a.prices);
+        out.assertions[i] = run_one(a.assertions[i], a.prices, a.max_duration_s);
         if (on_done) {
           std::lock_guard<std::mutex> lock(m);
           on_done(out.assertions[i], ++done, a.assertions.size());
@@ -710,7 +777,8 @@ CheckOutcome run_checks(const Assumptions& a,
   for (const AssertionOutcome& o : out.assertions) {
     for (const Row& r : o.rows) {
       ++out.tests;
-      if (!r.passed) ++out.failures;
+      if (r.inconclusive) ++out.inconclusive;
+      else if (!r.passed) ++out.failures;
     }
   }
   out.seconds = since(t0);
@@ -728,6 +796,7 @@ nlohmann::json check_json(const CheckOutcome& c) {
   j["passed"] = c.passed();
   j["tests"] = c.tests;
   j["failures"] = c.failures;
+  j["inconclusive"] = c.inconclusive;
   j["seconds"] = c.seconds;
   nlohmann::json list = nlohmann::json::array();
   for (const AssertionOutcome& a : c.assertions) {
@@ -735,11 +804,12 @@ nlohmann::json check_json(const CheckOutcome& c) {
     for (const Row& r : a.rows) {
       const auto opt = [](std::optional<double> v) { return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(); };
       rows.push_back({{"kind", r.kind}, {"item", r.item}, {"measured", opt(r.measured)}, {"limit", opt(r.limit)},
-                      {"unit", r.unit}, {"margin", opt(r.margin)}, {"passed", r.passed}, {"message", r.message},
+                      {"unit", r.unit}, {"margin", opt(r.margin)}, {"passed", r.passed}, {"status", row_status(r)}, {"message", r.message},
                       {"measured_text", r.measured_text}, {"limit_text", r.limit_text}, {"seconds", r.seconds}});
     }
     list.push_back({{"name", a.name}, {"description", a.description}, {"scenario", a.scenario},
-                    {"passed", a.passed()}, {"seconds", a.seconds}, {"checks", rows}});
+                    {"passed", a.passed()}, {"seconds", a.seconds}, {"runs_extended", a.extensions},
+                    {"checks", rows}});
   }
   j["assertions"] = list;
   return j;

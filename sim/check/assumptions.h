@@ -64,12 +64,16 @@ struct Assertion {
 
 struct Assumptions {
   std::string path;
+  // `capsim check --until-conclusive D`: an assertion with an INCONCLUSIVE SLO is re-run with its
+  // duration doubled (warm-up kept) while the doubled duration is at most this; 0 = never.
+  double max_duration_s = 0;
   std::string description;
   std::vector<Assertion> assertions;
   PriceBook prices;
 };
 
-// `prices_file` empty: the file's `prices:` field, else calibration/prices.yaml.
+// `prices_file` empty: the file's `prices:` field, else calibration/prices.yaml. A scenario file
+// (no `assertions:`, a `workload:`) is checked as one assertion: its own SLOs (`slo: true`).
 Assumptions load_assumptions(const std::string& path, const std::string& prices_file = "",
                              const std::vector<std::string>& price_overrides = {});
 
@@ -89,6 +93,9 @@ struct Row {
   std::string measured_text, limit_text;
   std::optional<double> margin;  // (limit - measured) / limit, or (measured - limit) / limit for minimums
   bool passed = false;
+  // An SLO whose 95% interval straddles its bound, or a run that passed without reaching steady
+  // state (plan::decide_slo): neither passed nor failed. Counted apart; exit status 3.
+  bool inconclusive = false;
   std::string message;  // why it failed, or a note
   double seconds = 0;   // time spent on it
 };
@@ -97,6 +104,7 @@ struct AssertionOutcome {
   std::string name, description, scenario;
   std::vector<Row> rows;
   double seconds = 0;
+  int extensions = 0;  // times the run was doubled by --until-conclusive
   bool passed() const;
   // For reports: the simulation, when one ran.
   std::shared_ptr<const cli::ScenarioSpec> spec;
@@ -104,12 +112,17 @@ struct AssertionOutcome {
   std::shared_ptr<const SimulationResult> result;
 };
 
+// "PASS", "FAIL" or "INCONCLUSIVE".
+const char* row_status(const Row& r);
+
 struct CheckOutcome {
   std::string file;
   std::vector<AssertionOutcome> assertions;
-  int tests = 0, failures = 0;
+  int tests = 0, failures = 0, inconclusive = 0;
   double seconds = 0;
-  bool passed() const { return failures == 0; }
+  bool passed() const { return failures == 0 && inconclusive == 0; }
+  // 0 every check passes, 1 one fails, 3 none fails but one is inconclusive.
+  int exit_code() const { return failures > 0 ? 1 : inconclusive > 0 ? 3 : 0; }
 };
 
 // Checks every assertion (in parallel; results in file order). `on_done` is called as each

@@ -11,6 +11,7 @@
 #include "sim/cli/scenario.h"
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/core/progress.h"
 #include "sim/core/units.h"
 #include "sim/plan/capacity.h"
 #include "sim/plan/search.h"
@@ -39,6 +40,7 @@ using plan::with_load;
 
 int run_capacity(const CapacityOptions& o) {
   const ScenarioSpec base = o.flags.resolve(o.scenario);
+  validate_names(base);  // unknown names: exit 2 before anything runs
   if (base.slos.empty() && !o.min_goodput) {
     throw Error("--slo: capacity needs at least one SLO (e.g. --slo 'ttft_p95<=1s') or --min-goodput");
   }
@@ -65,13 +67,14 @@ int run_capacity(const CapacityOptions& o) {
     if (loads.empty() || l != loads.back()) loads.push_back(l);
   }
   std::vector<plan::Evaluation> curve(loads.size());
+  ProgressLine line;  // in place on a terminal, a line every 5 s in logs
   plan::run_parallel(
       loads.size(), plan::default_threads(),
       [&](std::size_t i) { curve[i] = plan::evaluate(with_load(base, axis, loads[i]), base.replicas, o.min_goodput); },
       o.quiet ? std::function<void(std::size_t, std::size_t)>()
-              : [](std::size_t d, std::size_t t) {
-                  std::fprintf(stderr, "\rcapsim capacity: curve %zu/%zu", d, t);
-                  if (d == t) std::fprintf(stderr, "\n");
+              : [&line](std::size_t d, std::size_t t) {
+                  const std::string text = "capsim capacity: curve " + std::to_string(d) + "/" + std::to_string(t);
+                  if (d == t) line.finish(text); else line.update(text);
                 });
 
   nlohmann::json j;

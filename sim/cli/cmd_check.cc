@@ -10,6 +10,7 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 #include "sim/report/html.h"
 #include "sim/report/json_output.h"
 #include "sim/report/plot.h"
@@ -25,18 +26,26 @@ struct CheckOptions {
   std::string report;
   std::vector<std::string> price_overrides;
   std::string prices_file;
+  std::string until_conclusive;
   bool quiet = false;
 };
 
 int run_check(const CheckOptions& o) {
   if (!o.report.empty()) plot::require_gnuplot("--report");
   // Everything that can be wrong with the input is found before any simulation.
-  const check::Assumptions a = check::load_assumptions(o.file, o.prices_file, o.price_overrides);
+  check::Assumptions a = check::load_assumptions(o.file, o.prices_file, o.price_overrides);
+  if (!o.until_conclusive.empty()) {
+    a.max_duration_s = units::parse_time(o.until_conclusive, "--until-conclusive");
+    if (a.max_duration_s <= 0) throw Error("--until-conclusive: must be a duration > 0, e.g. 2h");
+  }
   const check::CheckOutcome c = check::run_checks(
       a, o.quiet ? std::function<void(const check::AssertionOutcome&, std::size_t, std::size_t)>()
                  : [](const check::AssertionOutcome& x, std::size_t done, std::size_t total) {
+                     const bool any_fail = std::any_of(x.rows.begin(), x.rows.end(), [](const check::Row& r) {
+                       return !r.passed && !r.inconclusive;
+                     });
                      std::fprintf(stderr, "capsim check: [%zu/%zu] %s: %s (%.1f s)\n", done, total, x.name.c_str(),
-                                  x.passed() ? "PASS" : "FAIL", x.seconds);
+                                  x.passed() ? "PASS" : any_fail ? "FAIL" : "INCONCLUSIVE", x.seconds);
                    });
   std::ostringstream text;
   text << "capsim check: " << a.path << " — " << a.assertions.size() << " assertions, " << c.tests << " checks\n";
@@ -47,7 +56,7 @@ int run_check(const CheckOptions& o) {
   for (const check::AssertionOutcome& x : c.assertions) {
     for (const check::Row& r : x.rows) {
       t.row({x.name, r.kind + (r.item.empty() ? "" : " " + r.item), r.measured_text, r.limit_text,
-             check::margin_text(r.margin), r.passed ? "PASS" : "FAIL"});
+             check::margin_text(r.margin), check::row_status(r)});
       row_class.push_back(r.passed ? "pass" : "fail");
     }
   }
@@ -56,14 +65,19 @@ int run_check(const CheckOptions& o) {
   for (const check::AssertionOutcome& x : c.assertions) {
     for (const check::Row& r : x.rows) {
       if (!r.message.empty()) {
-        text << "  " << (r.passed ? "note" : "FAIL") << " " << x.name << " / " << r.kind
+        text << "  " << (r.passed ? "note" : check::row_status(r)) << " " << x.name << " / " << r.kind
              << (r.item.empty() ? "" : " " + r.item) << ": " << r.message << "\n";
       }
     }
   }
   text << "  " << (c.passed() ? "all " + std::to_string(c.tests) + " checks hold"
-                              : std::to_string(c.failures) + " of " + std::to_string(c.tests) + " checks fail")
+                              : std::to_string(c.failures) + " of " + std::to_string(c.tests) + " checks fail, " +
+                                    std::to_string(c.inconclusive) + " inconclusive")
        << " (" << fmt("%.1f", c.seconds) << " s)\n";
+  if (c.inconclusive > 0) {
+    text << "  INCONCLUSIVE: the 95% interval straddles a bound or the run did not reach steady state; "
+            "rerun with --until-conclusive 2h (doubles the duration until decided) or a longer duration\n";
+  }
   if (o.json != "-") std::cout << text.str();
 
   // Everything is rendered before anything is written: a failure leaves no file behind.
@@ -108,7 +122,7 @@ int run_check(const CheckOptions& o) {
   if (!o.json.empty()) write_json(o.json, j);
   if (!o.junit.empty()) write_text_file(o.junit, junit, "--junit");
   if (!o.report.empty()) write_text_file(o.report, page_html, "--report");
-  return c.passed() ? 0 : 1;
+  return c.exit_code();
 }
 
 }  // namespace
@@ -123,13 +137,19 @@ void add_check_command(CLI::App& app, int& exit_code) {
       "  capsim check workloads/assumptions.yaml --junit build/capsim-check.xml --report check.html\n"
       "assertion kinds: slo, min_users, min_rate, max_cost_usd_per_hour, no_preemption, fits_in_memory,\n"
       "  plan_cheapest_max_usd_per_hour, baseline (docs/ci.md)\n"
-      "exit status: 0 every assertion holds, 1 one fails, 2 bad input");
+      "  capsim check workloads/chatbot-500-users.yaml --until-conclusive 2h   (a scenario file: its SLOs)\n"
+      "SLOs are decided with 95% intervals (batch means after MSER-5 warm-up detection): PASS when the\n"
+      "interval is inside the bound, FAIL when outside, INCONCLUSIVE when it straddles the bound or the run\n"
+      "did not reach steady state\n"
+      "exit status: 0 every assertion holds, 1 one fails, 2 bad input, 3 none fails but one is inconclusive");
   cmd->add_option("assumptions", o->file, "assumptions YAML file (docs/ci.md)")->required();
   cmd->add_option("--junit", o->junit, "also write JUnit XML (one testcase per check) to FILE");
   cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, charts by gnuplot) to FILE.html");
   cmd->add_option("--price", o->price_overrides, "override a card's $/hour per GPU: h100-sxm=2.49 (repeatable)");
   cmd->add_option("--prices", o->prices_file, "price file (default: the assumptions file's prices:, else calibration/prices.yaml)");
+  cmd->add_option("--until-conclusive", o->until_conclusive,
+                  "re-run an INCONCLUSIVE assertion with its duration doubled, up to this duration (e.g. 2h)");
   cmd->add_flag("--quiet,-q", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &exit_code] { exit_code = run_check(*o); });
 }

@@ -11,6 +11,7 @@
 #include "sim/cli/scenario.h"
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/core/progress.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/plan/costs.h"
@@ -120,6 +121,7 @@ struct Row {
 
 int run_compare(const CompareOptions& o) {
   const ScenarioSpec base = o.flags.resolve(o.scenario);
+  validate_names(base);  // unknown names: exit 2 before anything runs
   if (!o.report.empty()) plot::require_gnuplot("--report");
   const PriceBook prices = load_prices_with_overrides(
       o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),
@@ -153,6 +155,7 @@ int run_compare(const CompareOptions& o) {
       r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * g.tp;
     }
   }
+  ProgressLine line;  // in place on a terminal, a line every 5 s in logs
   plan::run_parallel(
       rows.size(), plan::default_threads(),
       [&](std::size_t i) {
@@ -165,24 +168,68 @@ int run_compare(const CompareOptions& o) {
         }
       },
       o.quiet ? std::function<void(std::size_t, std::size_t)>()
-              : [](std::size_t d, std::size_t t) {
-                  std::fprintf(stderr, "\rcapsim compare: %zu/%zu", d, t);
-                  if (d == t) std::fprintf(stderr, "\n");
+              : [&line](std::size_t d, std::size_t t) {
+                  const std::string text = "capsim compare: " + std::to_string(d) + "/" + std::to_string(t) + " deployments simulated";
+                  if (d == t) line.finish(text); else line.update(text);
                 });
   // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
+  // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
+  // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
+  // the name, so the verdict never depends on the order the deployments were listed in.
   const bool have_slos = !base.slos.empty() || o.min_goodput;
-  int best = -1;
+  const auto per_usd = [](const Row& r) { return r.eval.result.output_throughput * 3600 / r.usd_per_hour; };
+  std::vector<std::size_t> eligible;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     if (!r.error.empty() || r.eval.result.completed == 0) continue;
-    const double per_usd = r.eval.result.output_throughput * 3600 / r.usd_per_hour;
-    if (have_slos) {
-      if (!r.eval.verdict.met) continue;
-      if (best < 0 || r.usd_per_hour < rows[static_cast<std::size_t>(best)].usd_per_hour) best = static_cast<int>(i);
-    } else {
-      const Row& b = rows[static_cast<std::size_t>(std::max(best, 0))];
-      if (best < 0 || per_usd > b.eval.result.output_throughput * 3600 / b.usd_per_hour) best = static_cast<int>(i);
+    if (have_slos && !r.eval.verdict.met) continue;
+    eligible.push_back(i);
+  }
+  const auto primary_tie = [&](const Row& a, const Row& b) {
+    return have_slos ? std::fabs(a.usd_per_hour - b.usd_per_hour) < 0.005
+                     : std::fabs(per_usd(a) - per_usd(b)) <= 1e-3 * std::max(per_usd(a), per_usd(b));
+  };
+  // The quality criterion that separates a from b (empty when none does), with both values.
+  const auto quality_reason = [&](const Row& a, const Row& b) -> std::string {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return "a worst SLO further inside its bound (" + fmt("%.2f", a.eval.verdict.worst_ratio) +
+             " vs " + fmt("%.2f", b.eval.verdict.worst_ratio) + " of the bound)";
     }
+    if (x.ttft.p95 != y.ttft.p95) {
+      return "its lower TTFT p95 (" + units::format_time(x.ttft.p95) + " vs " + units::format_time(y.ttft.p95) + ")";
+    }
+    if (x.tpot.p95 != y.tpot.p95) {
+      return "its lower TPOT p95 (" + units::format_time(x.tpot.p95) + " vs " + units::format_time(y.tpot.p95) + ")";
+    }
+    if (x.output_throughput != y.output_throughput) {
+      return "its higher output (" + fmt("%.0f", x.output_throughput) + " vs " + fmt("%.0f", y.output_throughput) + " tok/s)";
+    }
+    return "";
+  };
+  const auto quality_less = [&](const Row& a, const Row& b) {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return a.eval.verdict.worst_ratio < b.eval.verdict.worst_ratio;
+    }
+    if (x.ttft.p95 != y.ttft.p95) return x.ttft.p95 < y.ttft.p95;
+    if (x.tpot.p95 != y.tpot.p95) return x.tpot.p95 < y.tpot.p95;
+    if (x.output_throughput != y.output_throughput) return x.output_throughput > y.output_throughput;
+    if (a.usd_per_hour != b.usd_per_hour) return a.usd_per_hour < b.usd_per_hour;
+    return a.name < b.name;
+  };
+  std::stable_sort(eligible.begin(), eligible.end(), [&](std::size_t ia, std::size_t ib) {
+    const Row &a = rows[ia], &b = rows[ib];
+    if (!primary_tie(a, b)) return have_slos ? a.usd_per_hour < b.usd_per_hour : per_usd(a) > per_usd(b);
+    return quality_less(a, b);
+  });
+  const int best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
+  std::string tie_note;  // why the verdict beat a deployment tied with it on the primary criterion
+  if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
+    const Row &a = rows[eligible[0]], &b = rows[eligible[1]];
+    const std::string why = quality_reason(a, b);
+    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar") +
+               "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
   }
   nlohmann::json j;
   j["scenario"] = base.name;
@@ -196,6 +243,8 @@ int run_compare(const CompareOptions& o) {
     } else {
       const SimulationResult& s = r.eval.result;
       x["slos_met"] = r.eval.verdict.met;
+      x["worst_slo"] = r.eval.verdict.worst;
+      x["worst_slo_ratio"] = r.eval.verdict.worst_ratio;
       x["median_ttft_ms"] = s.ttft.median * 1e3;
       x["p95_ttft_ms"] = s.ttft.p95 * 1e3;
       x["p95_tpot_ms"] = s.tpot.p95 * 1e3;
@@ -204,10 +253,13 @@ int run_compare(const CompareOptions& o) {
       x["output_tokens_per_usd"] = s.output_throughput * 3600 / r.usd_per_hour;
       x["usd_per_million_output_tokens"] = s.output_throughput > 0 ? usd_per_million(r.usd_per_hour, s.output_throughput) : 0;
       x["binding_resource"] = plan::binding_resource(s);
+      x["decision"] = plan::decision_name(r.eval.verdict.decision);
+      x["steady_state"] = steady_state_json(s.steady);
     }
     out.push_back(x);
   }
   j["deployments"] = out;
+  if (!tie_note.empty()) j["verdict_tie_break"] = tie_note;
   std::optional<TextTable> table;
   std::ostringstream text;
   {
@@ -226,7 +278,10 @@ int run_compare(const CompareOptions& o) {
              units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
              units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
              fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
-             have_slos ? (r.eval.verdict.met ? "met" : "missed " + r.eval.verdict.worst) : "-",
+             have_slos ? (r.eval.verdict.met ? std::string("met")
+                          : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
+                                                                                      : "missed " + r.eval.verdict.worst)
+                       : "-",
              plan::binding_resource(s)});
     }
     t.print(text);
@@ -237,6 +292,7 @@ int run_compare(const CompareOptions& o) {
                 << (have_slos ? " is the cheapest that meets every SLO ($" + fmt("%.2f", b.usd_per_hour) + "/hour)"
                               : " gives the most output tokens per dollar")
                 << "\n";
+      if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
     } else {
       text << "\n  verdict: no deployment meets every SLO\n";
     }
@@ -272,6 +328,19 @@ int run_compare(const CompareOptions& o) {
       if (sl.metric == "ttft" && sl.statistic == "p95") lat.hlines.push_back({"ttft_p95 bound", sl.seconds * 1e3});
     }
     page.chart(lat, "Time to first token, 95th percentile.");
+    plot::Chart tpot;
+    tpot.title = "TPOT p95 per deployment";
+    tpot.ylabel = "TPOT p95 (ms)";
+    tpot.categories = names;
+    for (const Row& r : rows) {
+      if (r.error.empty()) tpot.bars.push_back(r.eval.result.tpot.p95 * 1e3);
+    }
+    tpot.bar_ok = have_slos ? ok : std::vector<bool>{};
+    tpot.bar_format = "%.1f ms";
+    for (const SloSpec& sl : base.slos) {
+      if (sl.metric == "tpot" && sl.statistic == "p95") tpot.hlines.push_back({"tpot_p95 bound", sl.seconds * 1e3});
+    }
+    page.chart(tpot, "Time per output token, 95th percentile.");
     if (table) page.table(*table);
     page.heading("Text report", 3);
     page.preformatted(text.str());

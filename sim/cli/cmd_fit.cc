@@ -98,8 +98,7 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
         if (w != base.weights) label += "--weights " + std::string(precision_name(w)) + " ";
         if (kv != base.kv_cache) label += "--kv-cache " + std::string(precision_name(kv)) + " ";
         if (tp != base.tp) {
-          const bool nvlink = base.card.nvlink_bandwidth > 0 && tp <= base.card.nvlink_gpus;
-          label += "--tp " + std::to_string(tp) + (nvlink ? " (NVLink) " : " (over PCIe) ");
+          label += "--tp " + std::to_string(tp) + " (" + base.card.tp_link(tp).name() + ") ";
         }
         label.pop_back();
         out.emplace_back(label, plan);

@@ -14,6 +14,7 @@
 #include "sim/cli/scenario.h"
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/core/progress.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/llm/memory_plan.h"
@@ -46,6 +47,7 @@ struct PlanOptions {
   std::string tps = "1,2,4,8";
   std::string weights = "auto";
   std::string kv = "auto";
+  CLI::Option* kv_option = nullptr;
   int max_cards = 64;
   std::optional<double> min_goodput;
   std::vector<std::string> price_overrides;
@@ -61,14 +63,14 @@ struct PlanOptions {
 using plan::Candidate;
 using plan::label;
 
-// A progress bar on stderr, only when stderr is a terminal (logs stay clean).
-void progress_bar(std::size_t done, std::size_t total, const char* what) {
-  if (!isatty(2)) return;
+// Progress on stderr: a bar rewritten in place on a terminal, a line every 5 s in logs.
+void progress_bar(ProgressLine& line, std::size_t done, std::size_t total, const char* what) {
   const int width = 30;
   const int filled = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr, "\rcapsim plan: %s [%s%s] %zu/%zu", what, std::string(filled, '#').c_str(),
-               std::string(width - filled, '.').c_str(), done, total);
-  if (done == total) std::fprintf(stderr, "\n");
+  const std::string text = "capsim plan: " + std::string(what) + " [" + std::string(filled, '#') +
+                           std::string(width - filled, '.') + "] " + std::to_string(done) + "/" +
+                           std::to_string(total);
+  if (done == total) line.finish(text); else line.update(text);
 }
 
 // Load unit of the scenario, for profiles and per-user costs.
@@ -93,11 +95,14 @@ nlohmann::json evaluation_json(const plan::Evaluation& e) {
           {"estimated_from_load_share", e.from_share},
           {"goodput_fraction", r.goodput_fraction},
           {"preemptions", r.preemptions},
-          {"binding_resource", plan::binding_resource(r)}};
+          {"binding_resource", plan::binding_resource(r)},
+          {"decision", plan::decision_name(e.verdict.decision)},
+          {"steady_state", steady_state_json(r.steady)}};
 }
 
 int run_plan(PlanOptions& o) {
   const ScenarioSpec base = o.flags.resolve(o.scenario);
+  validate_names(base);  // an unknown model or router is bad input (2), not "none fits" (1)
   if (base.slos.empty() && !o.min_goodput) {
     throw Error("--slo: plan needs at least one SLO (e.g. --slo 'ttft_p95<=1s') or --min-goodput");
   }
@@ -140,6 +145,12 @@ int run_plan(PlanOptions& o) {
   }
   const auto weights = split_list(o.weights);
   const auto kvs = split_list(o.kv);
+  for (const auto& w : weights) {
+    if (w != "auto") parse_precision(w, "--weights");
+  }
+  for (const auto& k : kvs) {
+    if (k != "auto") parse_precision(k, "--kv-cache");
+  }
   if (tps.empty() || weights.empty() || kvs.empty()) throw Error("--tp/--weights/--kv-cache: empty list");
 
   if (!o.report.empty()) plot::require_gnuplot("--report");
@@ -152,13 +163,17 @@ int run_plan(PlanOptions& o) {
   space.min_goodput = o.min_goodput;
   space.top = o.top;
   space.search_duration = o.search_duration;
+  // --kv-cache not given: each card's own 16-bit KV cache and, where its engines support it, fp8.
+  space.try_fp8_kv = o.kv_option == nullptr || o.kv_option->count() == 0;
+  space.routers = plan::routers_to_try(base);
+  ProgressLine line;
   const plan::PlanOutcome outcome = plan::search_plan(
       base, space, prices,
-      o.quiet ? plan::PlanProgress() : [](std::size_t d, std::size_t t, const char* what) { progress_bar(d, t, what); });
+      o.quiet ? plan::PlanProgress() : [&line](std::size_t d, std::size_t t, const char* what) { progress_bar(line, d, t, what); });
   const std::vector<Candidate>& cands = outcome.candidates;
   const std::vector<std::size_t>& live = outcome.live;
   const std::vector<std::size_t>& ok = outcome.ok;
-  const std::size_t searched = outcome.searched, skipped = outcome.skipped, verify_n = outcome.verify_n;
+  const std::size_t searched = outcome.searched, skipped = outcome.skipped;
   const unsigned threads = plan::default_threads();
   const auto cost_of = [](const Candidate& c) { return c.option_usd_per_hour(); };
   const auto spec_of = [&](const Candidate& c) { return plan::spec_of(base, c); };
@@ -178,10 +193,15 @@ int run_plan(PlanOptions& o) {
     const double mtok_h = e.output_throughput() * 3600 / 1e6;
     nlohmann::json x = {{"card", c.card}, {"tp", c.tp}, {"weights", c.weights}, {"kv_cache", c.kv},
                         {"replicas", e.replicas}, {"total_cards", c.total_cards()},
-                        {"verified_as_cluster", c.verified}, {"usd_per_hour", usd_h},
+                        {"verified_as_cluster", c.verified}, {"router", c.router},
+                        {"estimated_replicas_from_load_shares", c.estimated_replicas},
+                        {"price_provenance", price_provenance(prices, c.card)}, {"usd_per_hour", usd_h},
                         {"usd_per_million_output_tokens", mtok_h > 0 ? usd_h / mtok_h : 0},
                         {"result", evaluation_json(e)}};
     if (users) x["usd_per_user_per_month"] = usd_h * kHoursPerMonth / *users;
+    nlohmann::json tried = nlohmann::json::array();
+    for (const auto& [router, n] : c.router_replicas) tried.push_back({{"router", router}, {"replicas", n}});
+    x["routers_tried"] = tried;
     // Energy: every card of the deployment at TDP while busy (busy share of the run).
     const Card& card = cards().find(c.card);
     double busy = 0;
@@ -246,11 +266,13 @@ int run_plan(PlanOptions& o) {
     text << "capsim plan: " << base.deployment.model << " for " << base.name << "\n  SLOs:";
     for (const auto& s : slos) text << " " << s.get<std::string>();
     if (o.min_goodput) text << " goodput>=" << fmt("%.0f%%", 100 * *o.min_goodput);
-    text << "\n  " << cands.size() << " candidates, " << live.size() << " fit in memory, "
-              << searched << " searched (" << skipped << " skipped by cost); replicas found on 1/r "
-              << "load shares, the cheapest " << verify_n << " re-run as whole clusters\n\n";
-    TextTable t({"#", "deployment", "replicas", "cards", "TTFT p95", "TPOT p95", "out tok/s", "$/hour",
-                 "$/M tok", users ? "$/user/mo" : "", "binds"});
+    std::string router_list;
+    for (const auto& r : plan::routers_to_try(base)) router_list += (router_list.empty() ? "" : ", ") + r;
+    text << "\n  " << cands.size() << " candidates, " << live.size() << " fit in memory, " << searched
+         << " searched (" << skipped << " skipped by cost); replicas estimated on 1/r load shares, then every "
+         << "option below verified as the whole cluster behind each router tried (" << router_list << ")\n\n";
+    TextTable t({"#", "deployment", "router", "replicas", "cards", "TTFT p95", "TPOT p95", "out tok/s", "$/hour",
+                 "price", "$/M tok", users ? "$/user/mo" : "", "binds"});
     int rank_no = 0;
     for (std::size_t i : ok) {
       if (rank_no >= o.top) break;
@@ -262,10 +284,16 @@ int run_plan(PlanOptions& o) {
                                                std::to_string(c.search.below->replicas) + " (" +
                                                plan::binding_resource(c.search.below->result) + ")"
                                          : plan::binding_resource(e.result);
-      t.row({std::to_string(++rank_no) + (c.verified ? "" : "*"), label(c), std::to_string(e.replicas),
-             std::to_string(c.total_cards()), units::format_time(e.result.ttft.p95),
+      const plan::SloDecision* ttft = nullptr;
+      for (const auto& d : e.verdict.slos) {
+        if (d.slo == "ttft_p95") ttft = &d;
+      }
+      const std::string ttft_text = units::format_time(e.result.ttft.p95) +
+                                    (ttft && ttft->has_interval ? " (<=" + units::format_time(ttft->high) + ")" : "");
+      t.row({std::to_string(++rank_no), label(c), c.router, std::to_string(e.replicas),
+             std::to_string(c.total_cards()), ttft_text,
              units::format_time(e.result.tpot.p95), fmt("%.0f", e.output_throughput()),
-             fmt("%.2f", usd_h), mtok_h > 0 ? fmt("%.3f", usd_h / mtok_h) : "-",
+             fmt("%.2f", usd_h), price_provenance(prices, c.card), mtok_h > 0 ? fmt("%.3f", usd_h / mtok_h) : "-",
              users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds});
     }
     if (ok.empty()) {
@@ -274,8 +302,11 @@ int run_plan(PlanOptions& o) {
     }
     else t.print(text);
     table = t;
-    text << "  * estimated from load shares, not re-run as a whole cluster. 'binds': the SLO that"
-                 " fails with one replica fewer, and what limits it.\n";
+    text << "  Each option meets every SLO with its 95% interval (batch means after MSER-5 warm-up "
+            "detection) inside the bound; TTFT p95 shows the interval's upper end in brackets. 'router': the "
+            "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
+            "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
+            "and what limits it.\n";
     if (!rejected.empty()) {
       text << "\n  rejected:\n";
       for (const Candidate& c : cands) {
@@ -295,7 +326,12 @@ int run_plan(PlanOptions& o) {
   if (o.json != "-") std::cout << text.str();
   std::string page_html;
   if (!o.report.empty()) {
-    HtmlReport page("capsim plan: " + base.deployment.model + " for " + base.name, "--report");
+    std::string best_text = "no option meets the SLOs";
+    if (!ok.empty()) {
+      const Candidate& b0 = cands[ok.front()];
+      best_text = "best " + std::to_string(b0.search.best.replicas) + " x " + label(b0) + ", " + b0.router;
+    }
+    HtmlReport page("capsim plan: " + base.deployment.model + " for " + base.name + " (" + best_text + ")", "--report");
     std::string slo_text;
     for (const auto& sl : slos) slo_text += (slo_text.empty() ? "" : ", ") + sl.get<std::string>();
     page.paragraph("SLOs: " + (slo_text.empty() ? std::string("none") : slo_text) + ". " +
@@ -310,6 +346,52 @@ int run_plan(PlanOptions& o) {
     }
     page.chart(cost_chart(names, usd, {}, "Cost per option (cheapest first)"),
                "Dollars per hour of each option that meets the SLOs: replicas x cards x $/GPU-hour.");
+    // Latency against cost: each verified option's TTFT p95 (and TPOT p95 on the right axis)
+    // against its $/hour, with the SLO bounds.
+    {
+      plot::Chart lc;
+      lc.title = "Latency against cost (verified options)";
+      lc.xlabel = "$/hour";
+      lc.ylabel = "TTFT p95 (ms)";
+      lc.y2label = "TPOT p95 (ms)";
+      plot::Series ttft{"TTFT p95", {}, {}, "points", false}, tpot{"TPOT p95", {}, {}, "points", true};
+      int n = 0;
+      for (std::size_t i : ok) {
+        if (n++ >= o.top) break;
+        ttft.x.push_back(cost_of(cands[i]));
+        ttft.y.push_back(cands[i].search.best.result.ttft.p95 * 1e3);
+        tpot.x.push_back(cost_of(cands[i]));
+        tpot.y.push_back(cands[i].search.best.result.tpot.p95 * 1e3);
+      }
+      lc.series = {ttft, tpot};
+      lc.ymin = 0;
+      lc.y2min = 0;
+      for (const SloSpec& sl : base.slos) {
+        if (sl.metric == "ttft") lc.hlines.push_back({"ttft_" + sl.statistic + " bound", sl.seconds * 1e3});
+      }
+      if (!ttft.x.empty()) page.chart(lc, "Each option that meets the SLOs: what it costs and how fast it answers.");
+    }
+    if (!daily.is_null()) {
+      plot::Chart dc;
+      dc.title = "Daily profile: replicas per hour on " + daily["option"].get<std::string>();
+      dc.xlabel = "hour of day";
+      dc.ylabel = "replicas";
+      dc.y2label = "load";
+      plot::Series reps{"replicas following the load", {}, {}, "steps", false};
+      plot::Series load{"load (" + std::string(users ? "users" : "requests/s") + ")", {}, {}, "linespoints", true};
+      const auto per_hour = daily["replicas_per_hour"].get<std::vector<int>>();
+      for (std::size_t h = 0; h < per_hour.size(); ++h) {
+        reps.x.push_back(static_cast<double>(h));
+        reps.y.push_back(per_hour[h]);
+        load.x.push_back(static_cast<double>(h));
+        load.y.push_back(profile[h]);
+      }
+      dc.series = {reps, load};
+      dc.hlines.push_back({"fixed fleet", static_cast<double>(daily["fixed_fleet_replicas"].get<int>())});
+      dc.ymin = 0;
+      dc.y2min = 0;
+      page.chart(dc, "Replicas each hour needs against the fixed fleet sized for the peak.");
+    }
     if (table) page.table(*table);
     page.heading("Text report", 3);
     page.preformatted(text.str());
@@ -339,7 +421,8 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--cards", o->cards, "cards to consider, comma separated (default: all in the catalogue)");
   cmd->add_option("--tp", o->tps, "tensor-parallel sizes to consider, comma separated")->capture_default_str();
   cmd->add_option("--weights", o->weights, "weight precisions to consider, e.g. bf16,fp8,int4")->capture_default_str();
-  cmd->add_option("--kv-cache", o->kv, "KV-cache precisions to consider, e.g. auto,fp8")->capture_default_str();
+  o->kv_option = cmd->add_option("--kv-cache", o->kv, "KV-cache precisions to consider, e.g. auto,fp8 (default: "
+                                 "auto, plus fp8 where the card's engines support it)");
   cmd->add_option("--max-cards", o->max_cards, "most cards per deployment")->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--min-goodput", o->min_goodput, "least share of requests meeting every SLO (0-1)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--price", o->price_overrides, "override a card's $/hour per GPU: h100-sxm=2.49 (repeatable)");

@@ -42,7 +42,15 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
     chart = plot::chart_bytes(latency_cdf_chart(r, spec.slos, "Latency CDF: " + spec.name), plot_file, "--plot");
   }
   if (!report.empty()) {
-    HtmlReport page("capsim simulate: " + spec.name, "--report");
+    // The title names the model, each group's cards and replicas, and the scenario.
+    std::string fleet;
+    for (const ReplicaGroup& g : b.config.groups) {
+      fleet += (fleet.empty() ? "" : " + ") + std::to_string(g.replicas) + " x " + g.deployment.card.name +
+               (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "");
+    }
+    HtmlReport page("capsim simulate: " + b.config.groups.front().deployment.model.name + " on " + fleet + " (" +
+                        spec.name + ")",
+                    "--report");
     if (!spec.description.empty()) page.paragraph(spec.description);
     add_simulation_section(page, spec, b, r);
     page_html = page.render();

@@ -1,11 +1,14 @@
 #include "sim/cli/scenario.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
 
+#include "sim/cluster/router.h"
 #include "sim/core/error.h"
+#include "sim/engine/replica.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 
@@ -13,7 +16,8 @@ namespace capsim::cli {
 namespace {
 
 const char* kSloForms = "accepted: METRIC_STAT<=TIME with METRIC ttft, tpot, itl, e2el and STAT "
-                        "mean, p50, p90, p95, p99 (e.g. ttft_p95<=1s, tpot_p99<=100ms)";
+                        "mean, p50 (median), p90, p95, p99, spaces allowed (e.g. ttft_p95<=1s, "
+                        "'tpot p99 <= 100 ms', 'ttft_p95 <= 1 sec')";
 
 std::string scalar(const YAML::Node& n, const std::string& where) {
   if (!n.IsScalar()) throw Error(where + ": expected a single value");
@@ -64,27 +68,76 @@ void check_keys(const YAML::Node& n, const std::string& where, const std::vector
 
 }  // namespace
 
-SloSpec parse_slo(const std::string& key, const std::string& value, const std::string& where) {
+namespace {
+
+std::string lower_trimmed(const std::string& text) {
+  std::string t;
+  for (unsigned char c : text) t += static_cast<char>(std::tolower(c));
+  const auto b = t.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return t.substr(b, t.find_last_not_of(" \t") - b + 1);
+}
+
+// A bound as people write it: "1s", "1 s", "1 sec", "250 ms", "0.5 seconds", "100 msec".
+double slo_seconds(const std::string& value, const std::string& where) {
+  std::string v = lower_trimmed(value);
+  std::size_t unit_at = 0;
+  while (unit_at < v.size() && (std::isdigit(static_cast<unsigned char>(v[unit_at])) || v[unit_at] == '.' ||
+                                v[unit_at] == 'e' || v[unit_at] == '+' || v[unit_at] == '-' ||
+                                v[unit_at] == ' ')) {
+    // "1e-3 s": an 'e' counts as part of the number only when a digit or sign follows it.
+    if (v[unit_at] == 'e' && !(unit_at + 1 < v.size() && (std::isdigit(static_cast<unsigned char>(v[unit_at + 1])) ||
+                                                         v[unit_at + 1] == '-' || v[unit_at + 1] == '+'))) {
+      break;
+    }
+    ++unit_at;
+  }
+  std::string number = v.substr(0, unit_at), unit = v.substr(unit_at);
+  static const std::vector<std::pair<std::string, std::string>> words = {
+      {"seconds", "s"}, {"second", "s"}, {"secs", "s"}, {"sec", "s"},
+      {"milliseconds", "ms"}, {"millisecond", "ms"}, {"msecs", "ms"}, {"msec", "ms"},
+      {"microseconds", "us"}, {"microsecond", "us"}, {"\u00b5s", "us"},
+      {"minutes", "min"}, {"minute", "min"}, {"mins", "min"}};
+  for (const auto& [word, unit_name] : words) {
+    if (unit == word) unit = unit_name;
+  }
+  return units::parse_time(number + unit, where);
+}
+
+}  // namespace
+
+SloSpec parse_slo(const std::string& raw_key, const std::string& value, const std::string& where) {
+  // "ttft_p95", "TTFT p95", "ttft-p95", "ttft p95" all name the same SLO.
+  std::string key = lower_trimmed(raw_key);
+  for (char& c : key) {
+    if (c == ' ' || c == '-' || c == '\t') c = '_';
+  }
+  while (key.find("__") != std::string::npos) key.erase(key.find("__"), 1);
   const auto us = key.find('_');
   SloSpec s;
-  if (us == std::string::npos) throw Error(where + ": '" + key + "' is not an SLO; " + kSloForms);
+  if (us == std::string::npos) throw Error(where + ": '" + raw_key + "' is not an SLO; " + kSloForms);
   s.metric = key.substr(0, us);
   s.statistic = key.substr(us + 1);
+  if (s.statistic == "median") s.statistic = "p50";
   const std::vector<std::string> metrics = {"ttft", "tpot", "itl", "e2el"};
   const std::vector<std::string> stats = {"mean", "p50", "p90", "p95", "p99"};
+  if (s.metric == "e2e") s.metric = "e2el";
   if (std::find(metrics.begin(), metrics.end(), s.metric) == metrics.end() ||
       std::find(stats.begin(), stats.end(), s.statistic) == stats.end()) {
-    throw Error(where + ": '" + key + "' is not an SLO; " + kSloForms);
+    throw Error(where + ": '" + raw_key + "' is not an SLO; " + kSloForms);
   }
-  s.seconds = units::parse_time(value, where);
+  s.seconds = slo_seconds(value, where);
   if (s.seconds <= 0) throw Error(where + ": the bound must be > 0");
   return s;
 }
 
 SloSpec parse_slo_expression(const std::string& text, const std::string& where) {
-  const auto le = text.find("<=");
-  if (le == std::string::npos) throw Error(where + ": '" + text + "' cannot be parsed; " + kSloForms);
-  return parse_slo(text.substr(0, le), text.substr(le + 2), where);
+  // "<=", "=<", "≤" or "<" (a bound on a percentile: < and <= are the same test on a continuum).
+  for (const std::string op : {"<=", "=<", "\u2264", "<"}) {
+    const auto at = text.find(op);
+    if (at != std::string::npos) return parse_slo(text.substr(0, at), text.substr(at + op.size()), where);
+  }
+  throw Error(where + ": '" + text + "' cannot be parsed; " + kSloForms);
 }
 
 void load_scenario_file(const std::string& path, ScenarioSpec& s) {
@@ -230,6 +283,23 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   }
 }
 
+void validate_names(const ScenarioSpec& s) {
+  const auto named = [](const char* flag, const auto& find) {
+    try {
+      find();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      throw Error(msg.rfind("--", 0) == 0 ? msg : std::string(flag) + ": " + msg);
+    }
+  };
+  named("--model", [&] { models().find(s.deployment.model); });
+  named("--card", [&] { cards().find(s.deployment.card); });
+  named("--engine", [&] { engines().find(s.deployment.engine); });
+  for (const auto& g : s.extra_groups) named("deployment.card", [&] { cards().find(g.card); });
+  named("--router", [&] { make_router(s.router); });
+  named("--scheduler", [&] { make_policy(s.policy); });
+}
+
 BuiltScenario build_scenario(const ScenarioSpec& s) {
   BuiltScenario b;
   SimulationConfig& c = b.config;
@@ -345,14 +415,15 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   };
   bind_dep(&DeploymentFlags::model, "--model,-m", "model: catalogue name, Hugging Face id or config.json path (default llama-3.1-8b)");
   if (with_deployment) {
-    bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm)");
+    card_option_ = bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm); "
+                            "over a scenario file, the card's own 16-bit type and vLLM limits replace the file card's defaults");
     bind_dep(&DeploymentFlags::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
-    bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
-    bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
+    weights_option_ = bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
+    kv_option_ = bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }
   bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy");
-  bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
-  bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
+  max_seqs_option_ = bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
+  max_tokens_option_ = bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
   bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
   if (with_deployment) {
@@ -385,8 +456,33 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
 ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   ScenarioSpec s;
   if (!file.empty()) load_scenario_file(file, s);
+  const DeploymentFlags from_file = s.deployment;
   for (const auto& [opt, set] : setters_) {
     if (opt->count() > 0) set(s, cli_);
+  }
+  // A card given on the command line brings its own defaults: what the file pinned only because
+  // it is the file card's default (its 16-bit type for weights and KV cache, vLLM's batch limits
+  // for that card) follows the new card, unless given as a flag too. Deliberate choices (fp8,
+  // int4, a tuned max_num_seqs) stay and are validated against the new card.
+  if (!file.empty() && card_option_ && card_option_->count() > 0) {
+    const Card& old_card = cards().find(from_file.card);
+    const Card& new_card = cards().find(s.deployment.card);
+    if (old_card.name != new_card.name) {
+      const std::string old_half(precision_name(native_half(old_card)));
+      const auto given = [](const CLI::Option* o) { return o && o->count() > 0; };
+      const auto is_default_half = [&](const std::string& v) {
+        return v == "auto" || parse_precision(v, "deployment") == native_half(old_card);
+      };
+      if (!given(weights_option_) && is_default_half(from_file.weights)) s.deployment.weights = "auto";
+      if (!given(kv_option_) && is_default_half(from_file.kv_cache)) s.deployment.kv_cache = "auto";
+      const SchedulerLimits old_defaults = default_limits(old_card, engines().find(from_file.engine));
+      if (!given(max_seqs_option_) && from_file.max_num_seqs == old_defaults.max_num_seqs) {
+        s.deployment.max_num_seqs.reset();
+      }
+      if (!given(max_tokens_option_) && from_file.max_num_batched_tokens == old_defaults.max_num_batched_tokens) {
+        s.deployment.max_num_batched_tokens.reset();
+      }
+    }
   }
   if (slo_option_ && slo_option_->count() > 0) {
     s.slos.clear();

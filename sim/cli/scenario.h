@@ -89,7 +89,18 @@ class ScenarioFlags {
   std::vector<std::pair<CLI::Option*, std::function<void(ScenarioSpec&, const ScenarioSpec&)>>> setters_;
   std::vector<std::string> slo_texts_;
   CLI::Option* slo_option_ = nullptr;
+  CLI::Option* card_option_ = nullptr;
+  CLI::Option* weights_option_ = nullptr;
+  CLI::Option* kv_option_ = nullptr;
+  CLI::Option* max_seqs_option_ = nullptr;
+  CLI::Option* max_tokens_option_ = nullptr;
 };
+
+// Resolves every name the spec carries — model, card, engine, router, scheduler, each extra
+// group's card — and throws capsim::Error (exit 2) for an unknown one, naming the flag and the
+// accepted names. Commands that search (plan, compare, capacity) call it before simulating, so an
+// unknown name is bad input and never "no candidate fits".
+void validate_names(const ScenarioSpec& spec);
 
 struct BuiltScenario {
   SimulationConfig config;

@@ -1,5 +1,7 @@
 #include "sim/cli/simulate_report.h"
 
+#include "sim/plan/search.h"
+
 #include <cmath>
 
 #include "sim/core/units.h"
@@ -159,11 +161,15 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
   };
   nlohmann::json slos = nlohmann::json::array();
   for (const SloSpec& s : spec.slos) {
-    const double v = slo_value(s, r);
-    slos.push_back({{"slo", s.metric + "_" + s.statistic}, {"bound_ms", s.seconds * 1e3},
-                    {"value_ms", v * 1e3}, {"met", !std::isnan(v) && v <= s.seconds}});
+    const plan::SloDecision d = plan::decide_slo(s, r);
+    slos.push_back({{"slo", d.slo}, {"bound_ms", s.seconds * 1e3}, {"value_ms", d.value * 1e3},
+                    {"estimate_ms", d.estimate * 1e3}, {"low_ms", d.low * 1e3}, {"high_ms", d.high * 1e3},
+                    {"has_interval", d.has_interval},
+                    {"decision", plan::decision_name(d.decision)},
+                    {"met", d.decision == plan::Decision::kPass}});
   }
   j["capsim"]["slos"] = slos;
+  j["capsim"]["steady_state"] = steady_state_json(r.steady);
   nlohmann::json reps = nlohmann::json::array();
   for (const ReplicaSummary& rs : r.replicas) {
     reps.push_back({{"index", rs.index}, {"card", rs.card}, {"tp", rs.tp},
@@ -231,16 +237,65 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
      << " used; " << r.preemptions << " preemptions; prefix-cache hit rate "
      << fmt("%.1f%%", 100 * r.prefix_hit_rate) << "; mean queue " << fmt("%.1f", tt.waiting_mean)
      << " requests\n";
+  print_steady_state(os, r.steady);
   if (!spec.slos.empty()) {
     os << "\n";
-    TextTable s({"SLO", "bound", "simulated", "met"});
+    TextTable s({"SLO", "bound", "measured window", "steady state (95% interval)", "verdict"});
     for (const SloSpec& slo : spec.slos) {
-      const double v = slo_value(slo, r);
-      s.row({slo.metric + "_" + slo.statistic, units::format_time(slo.seconds),
-             std::isnan(v) ? "-" : units::format_time(v), (!std::isnan(v) && v <= slo.seconds) ? "yes" : "NO"});
+      const plan::SloDecision sd = plan::decide_slo(slo, r);
+      s.row({sd.slo, units::format_time(slo.seconds), std::isnan(sd.value) ? "-" : units::format_time(sd.value),
+             sd.has_interval ? units::format_time(sd.estimate) + " (" + units::format_time(sd.low) + " - " +
+                                   units::format_time(sd.high) + ")"
+                             : "-",
+             plan::decision_name(sd.decision)});
     }
     s.print(os);
+    for (const SloSpec& slo : spec.slos) {
+      const plan::SloDecision sd = plan::decide_slo(slo, r);
+      if (sd.decision != plan::Decision::kPass) os << "  " << plan::decision_name(sd.decision) << ": " << sd.why << "\n";
+    }
   }
+}
+
+nlohmann::json steady_state_json(const SteadyState& s) {
+  const auto iv = [](const Interval& i) {
+    return nlohmann::json{{"estimate_ms", i.estimate * 1e3}, {"low_ms", i.low * 1e3}, {"high_ms", i.high * 1e3},
+                          {"valid", i.valid}, {"lag1_correlation", i.lag1_correlation}};
+  };
+  const auto metric = [&](const MetricIntervals& m) {
+    return nlohmann::json{{"mean", iv(m.mean)}, {"p50", iv(m.p50)}, {"p90", iv(m.p90)},
+                          {"p95", iv(m.p95)}, {"p99", iv(m.p99)}};
+  };
+  return {{"method", "MSER-5 truncation (White 1997; White, Cobb & Spratt 2000), 95% intervals by batch means"},
+          {"observations", s.observations},
+          {"mser5_truncated_requests", s.truncated},
+          {"transient_end_s", s.transient_end_s},
+          {"analysed", s.analysed},
+          {"settled", s.settled},
+          {"growing", s.growing},
+          {"at_steady_state", s.at_steady_state()},
+          {"batches", s.batches},
+          {"ttft", metric(s.ttft)},
+          {"tpot", metric(s.tpot)},
+          {"e2el", metric(s.e2el)},
+          {"warnings", s.warnings}};
+}
+
+void print_steady_state(std::ostream& os, const SteadyState& s) {
+  if (s.observations == 0) return;
+  os << "  steady state: ";
+  if (s.batches == 0) {
+    os << "not analysed\n";
+  } else {
+    os << (s.truncated == 0 ? std::string("MSER-5 finds no transient left after the warm-up")
+                            : "MSER-5 drops a further " + std::to_string(s.truncated) + " of " +
+                                  std::to_string(s.observations) + " requests as warm-up (to arrival t = " +
+                                  fmt("%.0f", s.transient_end_s) + " s)")
+       << "; 95% intervals from " << s.batches << " batch means: TTFT p95 "
+       << units::format_time(s.ttft.p95.low) << " - " << units::format_time(s.ttft.p95.high) << ", TPOT p95 "
+       << units::format_time(s.tpot.p95.low) << " - " << units::format_time(s.tpot.p95.high) << "\n";
+  }
+  for (const std::string& w : s.warnings) os << "  WARNING: " << w << "\n";
 }
 
 }  // namespace capsim::cli

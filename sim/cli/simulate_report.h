@@ -13,6 +13,11 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                                const SimulationResult& r);
 void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
                       const SimulationResult& r);
+// The steady-state analysis as JSON (docs/json-output.md#steady-state): MSER-5 truncation, the
+// 95% intervals of TTFT/TPOT/E2E (ms) and warnings.
+nlohmann::json steady_state_json(const SteadyState& s);
+// A few lines: the warm-up MSER-5 found, the intervals of the SLOs' statistics, the warnings.
+void print_steady_state(std::ostream& os, const SteadyState& s);
 // The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
 double slo_value(const SloSpec& slo, const SimulationResult& r);
 

@@ -1,5 +1,9 @@
 #include "sim/cluster/simulation.h"
 
+#include <optional>
+
+#include "sim/core/progress.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -98,6 +102,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     std::uint64_t events = 0;
     SimTime now = 0;
     bool printed = false;
+    std::optional<ProgressLine> progress;  // stderr: in place on a terminal, a line per 5 s in logs
+    const auto progress_text = [&](SimTime t) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "capsim: simulated %.0f s, %zu requests done, %lld in flight",
+                    to_seconds(t), metrics_.records().size(), static_cast<long long>(in_flight_));
+      return std::string(buf);
+    };
     while (!queue_.empty()) {
       now = queue_.top().time;
       while (!queue_.empty() && queue_.top().time == now) {
@@ -116,13 +127,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       if (cfg_.progress && (events & 0xFFF) == 0) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         if (wall > 1.0) {
-          std::fprintf(stderr, "\rcapsim: simulated %.0f s, %zu requests done, %lld in flight   ",
-                       to_seconds(now), metrics_.records().size(), static_cast<long long>(in_flight_));
+          if (!progress) progress.emplace();
+          progress->update(progress_text(now));
           printed = true;
         }
       }
     }
-    if (printed) std::fprintf(stderr, "\n");
+    if (printed) progress->finish(progress_text(now) + ", done");
     return finish(now);
   }
 
@@ -207,6 +218,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     res.prefix_hit_rate = looked ? static_cast<double>(hit) / looked : 0;
     res.timeline = cluster_timeline(res.replicas, res.simulated_s);
+    res.steady = analyze_steady_state(res.records);
     return res;
   }
 

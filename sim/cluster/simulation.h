@@ -14,6 +14,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
 #include "sim/metrics/metrics.h"
+#include "sim/metrics/steady_state.h"
 #include "sim/workload/workload.h"
 
 namespace capsim {
@@ -71,6 +72,8 @@ struct SimulationResult {
   // On a grid of at most ~4096 points, one simulated second apart or coarser, from the
   // replicas' sampled timelines (ReplicaStats::timeline), each carried forward to the grid.
   std::vector<ClusterSample> timeline;
+  // Warm-up transient left by --warmup (MSER-5), 95% intervals (batch means), warnings.
+  SteadyState steady;
 };
 
 // REQUIRES: every deployment validated. Throws capsim::Error when a deployment does not fit.

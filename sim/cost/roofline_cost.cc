@@ -78,18 +78,14 @@ RooflineCost::RooflineCost(const Deployment& d) {
   bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
   kernel_floor_ = c.kernel_floor_s;
 
-  // Link: NVLink inside its domain, otherwise PCIe (halved without peer-to-peer, since data is
-  // staged through host memory). NCCL reaches ~80% of the per-direction link rate.
+  // Link: Card::tp_link (NVLink inside its domain, else PCIe, halved without peer-to-peer since
+  // data is staged through host memory). NCCL reaches ~80% of the per-direction link rate.
   constexpr double kLinkEfficiency = 0.8;
   if (d.tp > 1) {
-    const bool nvlink = c.nvlink_bandwidth > 0 && d.tp <= c.nvlink_gpus;
-    if (nvlink) {
-      link_bandwidth_ = c.nvlink_bandwidth / 2 * kLinkEfficiency;
-      allreduce_latency_ = e.allreduce_latency_nvlink_s;
-    } else {
-      link_bandwidth_ = c.pcie_bandwidth() * kLinkEfficiency * (c.peer_to_peer ? 1.0 : 0.5);
-      allreduce_latency_ = e.allreduce_latency_pcie_s;
-    }
+    const Card::TpLink link = c.tp_link(d.tp);
+    link_bandwidth_ = link.bandwidth * kLinkEfficiency;
+    allreduce_latency_ = link.kind == Card::TpLink::Kind::kNvlink ? e.allreduce_latency_nvlink_s
+                                                                  : e.allreduce_latency_pcie_s;
   }
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;

@@ -47,6 +47,33 @@ double Card::pcie_bandwidth() const {
   return per_lane * pcie_lanes;
 }
 
+std::string Card::TpLink::name() const {
+  switch (kind) {
+    case Kind::kNvlink: return "NVLink";
+    case Kind::kPcieP2p: return "PCIe P2P";
+    case Kind::kPcieHost: return "PCIe via host (no P2P)";
+    case Kind::kSingle: break;
+  }
+  return "-";
+}
+
+Card::TpLink Card::tp_link(int tp) const {
+  TpLink l;
+  if (tp <= 1) return l;
+  if (nvlink_bandwidth > 0 && tp <= nvlink_gpus) {
+    l.kind = TpLink::Kind::kNvlink;
+    l.bandwidth = nvlink_bandwidth / 2;  // the card files give both directions together
+  } else if (peer_to_peer) {
+    l.kind = TpLink::Kind::kPcieP2p;
+    l.bandwidth = pcie_bandwidth();
+  } else {
+    // Staged through host memory: each transfer crosses PCIe twice (device -> host -> device).
+    l.kind = TpLink::Kind::kPcieHost;
+    l.bandwidth = pcie_bandwidth() * 0.5;
+  }
+  return l;
+}
+
 std::string Card::supported_precisions() const {
   std::string out;
   for (const auto p : all_precisions()) {

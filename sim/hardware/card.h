@@ -47,6 +47,17 @@ struct Card {
   double peak(Precision p) const;  // REQUIRES: supports(p)
   // PCIe bandwidth per direction in bytes/s (x16: gen3 15.75, gen4 31.5, gen5 63 GB/s).
   double pcie_bandwidth() const;
+  // How the GPUs of a `tp`-way tensor-parallel group talk: NVLink when the group fits in the
+  // NVLink domain (nvlink_gpus: 8 on SXM boards, 2 for a bridged pair), else PCIe, with CUDA
+  // peer-to-peer only where the card file says PCIe P2P works (peer_to_peer); without it NCCL
+  // stages through host memory. A bridged pair's P2P ends at the pair: TP 4 or 8 on RTX 3090s
+  // runs over PCIe without P2P. The one rule the cost model, fit, plan and compare all use.
+  struct TpLink {
+    enum class Kind { kSingle, kNvlink, kPcieP2p, kPcieHost } kind = Kind::kSingle;
+    double bandwidth = 0;  // bytes/s per direction, datasheet (before NCCL efficiency)
+    std::string name() const;  // "NVLink", "PCIe P2P", "PCIe via host (no P2P)", "-"
+  };
+  TpLink tp_link(int tp) const;
   // The names of supported precisions, "fp32, fp16, ..." for messages.
   std::string supported_precisions() const;
 };

@@ -1,6 +1,7 @@
 #include "sim/llm/deployment.h"
 
 #include "sim/core/error.h"
+#include "sim/hardware/precision_support.h"
 
 namespace capsim {
 
@@ -63,6 +64,8 @@ void Deployment::validate() const {
                 card.name + "; use --kv-cache " + std::string(precision_name(native_half(card))) +
                 " or fp8");
   }
+  // What the engines have kernels for, per architecture (fp8 on a T4, int8 on an MI300X).
+  if (const auto why = precision_unsupported(card, weights, kv_cache)) throw Error(*why);
   if (!card.supports(compute_precision())) {
     throw Error("--weights: " + std::string(precision_name(weights)) + " needs " +
                 std::string(precision_name(compute_precision())) + " math, which " + card.name +

@@ -17,8 +17,17 @@ std::string label(const Candidate& c) {
          (c.kv != c.weights ? "/kv " + c.kv : "");
 }
 
+std::vector<std::string> routers_to_try(const cli::ScenarioSpec& base) {
+  std::vector<std::string> out = {base.router};
+  const bool multi_turn = base.users && base.turns != "1" && base.turns != "fixed:1";
+  const bool shared_prefix = base.system_prompt_tokens > 0 || base.trace.has_value();
+  if ((multi_turn || shared_prefix) && base.router != "prefix-aware") out.push_back("prefix-aware");
+  return out;
+}
+
 cli::ScenarioSpec spec_of(const cli::ScenarioSpec& base, const Candidate& c) {
   cli::ScenarioSpec s = base;
+  if (!c.router.empty()) s.router = c.router;
   s.deployment.card = c.card;
   s.deployment.tp = c.tp;
   s.deployment.weights = c.weights;
@@ -39,7 +48,25 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
     for (int tp : space.tps) {
       if (tp > space.max_cards) continue;
       for (const auto& w : space.weights) {
-        for (const auto& kv : space.kv_caches) {
+        std::vector<std::string> kvs = space.kv_caches;
+        const bool expand = space.try_fp8_kv && !base.deployment.model.empty() &&
+                            std::find(kvs.begin(), kvs.end(), "fp8") == kvs.end() &&
+                            std::find(kvs.begin(), kvs.end(), "auto") != kvs.end();
+        if (expand) {
+          // fp8 KV only where the engines support it: otherwise the candidate does not exist
+          // (it is not a rejection a user asked for).
+          try {
+            cli::ScenarioSpec probe = base;
+            probe.deployment.card = card;
+            probe.deployment.tp = tp;
+            probe.deployment.weights = w;
+            probe.deployment.kv_cache = "fp8";
+            probe.deployment.resolve();
+            kvs.push_back("fp8");
+          } catch (const Error&) {
+          }
+        }
+        for (const auto& kv : kvs) {
           Candidate c;
           c.card = card;
           c.tp = tp;
@@ -148,7 +175,11 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
   const auto rank = [&](std::vector<std::size_t>& idx) {
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
       const double ca = cands[a].option_usd_per_hour(), cb = cands[b].option_usd_per_hour();
-      if (ca != cb) return ca < cb;
+      if (std::fabs(ca - cb) >= 0.005) return ca < cb;
+      // Equal price: the better answer first (worst SLO further inside its bound, then fewer
+      // cards), never the order the candidates were generated in.
+      const double qa = cands[a].search.best.verdict.worst_ratio, qb = cands[b].search.best.verdict.worst_ratio;
+      if (qa != qb) return qa < qb;
       return cands[a].total_cards() < cands[b].total_cards();
     });
   };
@@ -157,23 +188,83 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
     if (!cands[i].rejected) ok.push_back(i);
   }
   rank(ok);
-  // The cheapest few are re-run as whole clusters behind the router.
-  out.verify_n = std::min<std::size_t>(3, ok.size());
-  run_parallel(
-      out.verify_n, threads,
-      [&](std::size_t k) {
-        Candidate& c = cands[ok[k]];
-        c.search = search_replicas(spec_of(base, c), c.max_replicas, space.min_goodput, true);
-        c.verified = c.search.found;
-        if (!c.search.found) {
-          c.rejected = true;
-          c.reason = "misses the SLOs as a whole cluster up to --max-cards";
+  // Verification: every option that will be reported is re-run as the whole cluster it names,
+  // behind each router to try; the router needing the fewest replicas wins (ties: the scenario's).
+  // Options are verified in order of their load-share estimate, a round at a time, until `top`
+  // verified options are known and the next estimate already costs more than the top-th of them
+  // (estimates are optimistic: a perfect 1/r split of the load).
+  const std::vector<std::string> routers = space.routers.empty() ? std::vector<std::string>{base.router} : space.routers;
+  std::vector<std::size_t> verified;
+  std::size_t next = 0;
+  const auto verified_bound = [&]() {
+    if (static_cast<int>(verified.size()) < space.top) return std::numeric_limits<double>::infinity();
+    std::vector<double> v;
+    for (std::size_t i : verified) v.push_back(cands[i].option_usd_per_hour());
+    std::nth_element(v.begin(), v.begin() + (space.top - 1), v.end());
+    return v[static_cast<std::size_t>(space.top - 1)];
+  };
+  const std::size_t round_width = std::max<std::size_t>(kRound, threads);
+  while (next < ok.size()) {
+    const double limit = verified_bound();
+    std::vector<std::size_t> round;
+    while (next < ok.size() && round.size() < round_width) {
+      Candidate& c = cands[ok[next]];
+      if (c.option_usd_per_hour() >= limit) break;
+      round.push_back(ok[next++]);
+    }
+    if (round.empty()) break;
+    std::vector<ReplicaSearch> results(round.size() * routers.size());
+    run_parallel(
+        results.size(), threads,
+        [&](std::size_t k) {
+          const Candidate& from = cands[round[k / routers.size()]];
+          Candidate c;  // the deployment only: no copy of the search's results
+          c.card = from.card;
+          c.tp = from.tp;
+          c.weights = from.weights;
+          c.kv = from.kv;
+          c.router = routers[k % routers.size()];
+          const int by_cards = std::max(1, space.max_cards / c.tp);
+          results[k] = search_whole_cluster(spec_of(base, c), from.search.best.replicas, by_cards, space.min_goodput);
+        },
+        {});
+    for (std::size_t i = 0; i < round.size(); ++i) {
+      Candidate& c = cands[round[i]];
+      c.estimated_replicas = c.search.best.replicas;
+      int pick = -1;
+      for (std::size_t r = 0; r < routers.size(); ++r) {
+        const ReplicaSearch& rs = results[i * routers.size() + r];
+        c.router_replicas.emplace_back(routers[r], rs.found ? rs.best.replicas : 0);
+        out.evaluations += static_cast<std::size_t>(rs.evaluations);
+        if (rs.found && (pick < 0 || rs.best.replicas < results[i * routers.size() + static_cast<std::size_t>(pick)].best.replicas)) {
+          pick = static_cast<int>(r);
         }
-      },
-      progress ? std::function<void(std::size_t, std::size_t)>(
-                     [&progress](std::size_t d, std::size_t t) { progress(d, t, "verifying"); })
-               : std::function<void(std::size_t, std::size_t)>());
-  ok.erase(std::remove_if(ok.begin(), ok.end(), [&](std::size_t i) { return cands[i].rejected; }), ok.end());
+      }
+      if (pick < 0) {
+        c.rejected = true;
+        c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the load-share "
+                   "estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
+        c.search = std::move(results[i * routers.size()]);
+        continue;
+      }
+      c.router = routers[static_cast<std::size_t>(pick)];
+      c.search = std::move(results[i * routers.size() + static_cast<std::size_t>(pick)]);
+      c.verified = true;
+      verified.push_back(round[i]);
+    }
+    ++out.verify_rounds;
+    if (progress) progress(std::min(next, ok.size()), ok.size(), "verifying");
+  }
+  for (std::size_t k = next; k < ok.size(); ++k) {
+    Candidate& c = cands[ok[k]];
+    c.rejected = true;
+    c.reason = "not verified: its load-share estimate ($" + fmt("%.2f", c.option_usd_per_hour()) +
+               "/hour) already costs more than the " + std::to_string(space.top) + " verified options";
+    ++out.not_verified;
+  }
+  out.verify_n = verified.size();
+  ok.erase(std::remove_if(ok.begin(), ok.end(), [&](std::size_t i) { return cands[i].rejected || !cands[i].verified; }),
+           ok.end());
   rank(ok);
   return out;
 }

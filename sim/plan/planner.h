@@ -1,8 +1,10 @@
 // The search behind `capsim plan` (and `capsim check`'s plan_cheapest_max_usd_per_hour): every
 // card x TP x weight precision x KV precision of a space is a candidate; the memory plan rejects
 // what does not fit; the rest are searched for the fewest replicas meeting the SLOs, cheapest per
-// replica first with branch and bound against the `top` cheapest options found; the cheapest
-// three are re-run as whole clusters behind the router.
+// replica first with branch and bound against the `top` cheapest options found. Every option
+// reported is then verified as the whole cluster it names, behind each router of the space (the
+// scenario's, plus prefix-aware for workloads with shared prefixes or multi-turn history), in
+// order of estimated cost until `top` verified options are known and no estimate undercuts them.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,16 @@ struct PlanSpace {
   std::optional<double> min_goodput;
   int top = 10;                     // options kept by the branch and bound
   std::string search_duration = "5min";  // measured window of the search's runs
+  // KV-cache precisions: with try_fp8_kv, every "auto" candidate also runs with an fp8 KV cache
+  // where the card's engines support one (plan's default when --kv-cache is not given).
+  bool try_fp8_kv = false;
+  // Routers tried when verifying; empty = the scenario's router only.
+  std::vector<std::string> routers;
 };
+
+// The routers a user would try for this workload: the scenario's router, plus prefix-aware when
+// requests share prefixes (multi-turn chat history, system prompts, traces with prefix ids).
+std::vector<std::string> routers_to_try(const cli::ScenarioSpec& base);
 
 struct Candidate {
   std::string card;
@@ -37,6 +48,10 @@ struct Candidate {
   std::string reason;
   ReplicaSearch search;
   bool verified = false;
+  std::string router;       // the router of the verified answer
+  // Per router tried: the verified replicas, or 0 when none within max_replicas met the SLOs.
+  std::vector<std::pair<std::string, int>> router_replicas;
+  int estimated_replicas = 0;  // from the load-share search, before verification
   double usd_per_hour = 0;  // per replica
   int max_replicas = 1;
   int total_cards() const { return tp * search.best.replicas; }
@@ -53,6 +68,7 @@ struct PlanOutcome {
   std::vector<std::size_t> live;  // candidates that fit in memory
   std::vector<std::size_t> ok;    // options meeting the SLOs, cheapest first
   std::size_t searched = 0, skipped = 0, verify_n = 0;
+  std::size_t verify_rounds = 0, not_verified = 0, evaluations = 0;
 };
 
 // progress(done, total, "searching" | "verifying"); may be empty.

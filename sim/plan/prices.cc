@@ -164,4 +164,15 @@ PriceBook load_prices_with_overrides(const std::string& path, const CardCatalogu
   return book;
 }
 
+std::string price_provenance(const PriceBook& prices, const std::string& card_name) {
+  const CardPrice* p = prices.find(card_name);
+  if (!p) return "none";
+  const std::string& src = p->rent.source;
+  if (src == "--price") return "--price";
+  if (src.find("DOUBTFUL") != std::string::npos) return "doubtful";
+  if (src.find("ASSUMED") != std::string::npos) return "assumed";
+  if (src.find("SECONDARY") != std::string::npos) return "secondary";
+  return "cited";
+}
+
 }  // namespace capsim

@@ -72,6 +72,11 @@ class PriceBook {
   SourcedPrice electricity_;
 };
 
+// How far to trust a card's rent, read from its citation: "--price" (the user's override),
+// "doubtful" (the citation says DOUBTFUL), "assumed" (ASSUMED), "secondary" (SECONDARY: a
+// third-party page quoting the provider), "cited"; "none" when the card has no price.
+std::string price_provenance(const PriceBook& prices, const std::string& card_name);
+
 // PriceBook::load(path).
 PriceBook load_prices(const std::string& path);
 

@@ -1,5 +1,6 @@
 #include "sim/plan/search.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -12,32 +13,91 @@
 
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/report/table.h"
 
 namespace capsim::plan {
+
+const char* decision_name(Decision d) {
+  switch (d) {
+    case Decision::kPass: return "PASS";
+    case Decision::kFail: return "FAIL";
+    case Decision::kInconclusive: return "INCONCLUSIVE";
+  }
+  return "?";
+}
+
+SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
+  SloDecision d;
+  d.slo = s.metric + "_" + s.statistic;
+  d.bound = s.seconds;
+  d.value = cli::slo_value(s, r);
+  d.low = d.high = d.estimate = d.value;
+  const MetricIntervals* m = s.metric == "ttft"   ? &r.steady.ttft
+                             : s.metric == "tpot" ? &r.steady.tpot
+                             : s.metric == "e2el" ? &r.steady.e2el
+                                                  : nullptr;  // itl pools gaps: no per-request series
+  if (const Interval* i = m ? m->get(s.statistic) : nullptr; i && i->valid) {
+    d.has_interval = true;
+    d.estimate = i->estimate;
+    d.low = i->low;
+    d.high = i->high;
+  }
+  if (std::isnan(d.value)) {
+    d.decision = Decision::kFail;
+    d.why = "no request completed with this statistic";
+    return d;
+  }
+  const std::string range = d.has_interval ? " (95% interval " + units::format_time(d.low) + " - " +
+                                                 units::format_time(d.high) + ")"
+                                           : "";
+  if (r.steady.growing) {
+    d.decision = Decision::kFail;
+    d.why = "overloaded: latency keeps growing through the run";
+  } else if (d.low > d.bound || (!d.has_interval && d.value > d.bound)) {
+    d.decision = Decision::kFail;
+    d.why = d.slo + " is " + units::format_time(d.value) + range + ", over its bound of " +
+            units::format_time(d.bound) + " by " + fmt("%.1f%%", 100 * (d.value / d.bound - 1));
+  } else if (d.high > d.bound || d.value > d.bound) {
+    d.decision = Decision::kInconclusive;
+    d.why = d.slo + " is " + units::format_time(d.value) + range + ": the interval straddles the bound of " +
+            units::format_time(d.bound) + "; run longer to decide";
+  } else if (!r.steady.settled) {
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound, but the run did not reach steady state (MSER-5); run longer to decide";
+  } else {
+    d.decision = Decision::kPass;
+  }
+  return d;
+}
 
 SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
                       std::optional<double> min_goodput) {
   SloVerdict v;
-  v.met = r.completed > 0;
+  bool fail = r.completed == 0, inconclusive = false;
   for (const cli::SloSpec& s : spec.slos) {
-    const double value = cli::slo_value(s, r);
-    const double ratio = std::isnan(value) ? INFINITY : value / s.seconds;
-    if (ratio > 1) v.met = false;
+    SloDecision d = decide_slo(s, r);
+    const double ratio = std::isnan(d.value) ? INFINITY : d.value / s.seconds;
+    if (d.decision == Decision::kFail) fail = true;
+    if (d.decision == Decision::kInconclusive) inconclusive = true;
     if (v.worst.empty() || ratio > v.worst_ratio) {
-      v.worst = s.metric + "_" + s.statistic;
+      v.worst = d.slo;
       v.worst_ratio = ratio;
     }
+    v.slos.push_back(std::move(d));
   }
   if (min_goodput) {
     const double ratio = r.goodput_fraction > 0 ? *min_goodput / r.goodput_fraction : INFINITY;
-    if (r.goodput_fraction < *min_goodput) v.met = false;
+    if (r.goodput_fraction < *min_goodput) fail = true;
     if (v.worst.empty() || ratio > v.worst_ratio) {
       v.worst = "goodput";
       v.worst_ratio = ratio;
     }
   }
-  if (r.rejected > 0) v.met = false;
+  if (r.rejected > 0) fail = true;
+  v.decision = fail ? Decision::kFail : inconclusive ? Decision::kInconclusive : Decision::kPass;
+  v.met = v.decision == Decision::kPass;
   return v;
 }
 
@@ -158,6 +218,63 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
     }
     out.found = false;
   }
+  return out;
+}
+
+ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
+                                   std::optional<double> min_goodput) {
+  ReplicaSearch out;
+  start = std::clamp(start, 1, std::max(1, max_replicas));
+  Evaluation first = evaluate(spec, start, min_goodput);
+  ++out.evaluations;
+  if (first.verdict.met) {
+    out.found = true;
+    out.best = std::move(first);
+    for (int n = start - 1; n >= 1; --n) {
+      Evaluation e = evaluate(spec, n, min_goodput);
+      ++out.evaluations;
+      if (!e.verdict.met) {
+        out.below = std::move(e);
+        break;
+      }
+      out.best = std::move(e);
+    }
+    return out;
+  }
+  int lo = start;  // largest count known to fail
+  std::optional<Evaluation> fail_at_lo = std::move(first);
+  std::optional<Evaluation> pass;
+  for (int step = 1; lo < max_replicas; step *= 2) {
+    const int n = std::min(max_replicas, start + step);
+    Evaluation e = evaluate(spec, n, min_goodput);
+    ++out.evaluations;
+    if (e.verdict.met) {
+      pass = std::move(e);
+      break;
+    }
+    lo = n;
+    fail_at_lo = std::move(e);
+  }
+  if (!pass) {
+    out.best = std::move(*fail_at_lo);
+    return out;
+  }
+  int hi = pass->replicas;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    Evaluation e = evaluate(spec, mid, min_goodput);
+    ++out.evaluations;
+    if (e.verdict.met) {
+      hi = mid;
+      pass = std::move(e);
+    } else {
+      lo = mid;
+      fail_at_lo = std::move(e);
+    }
+  }
+  out.found = true;
+  out.best = std::move(*pass);
+  if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
   return out;
 }
 

@@ -13,8 +13,30 @@
 
 namespace capsim::plan {
 
+// How sure an SLO answer is. PASS: the 95% interval of the statistic (batch means after MSER-5,
+// sim/metrics/steady_state.h) and the run's own value lie at or below the bound; FAIL: the
+// interval lies above it (or, without an interval, the value does), or the run is overloaded (TTFT
+// keeps growing); INCONCLUSIVE: the interval straddles the bound, or the run passed without
+// reaching steady state. Only PASS counts as meeting the SLO.
+enum class Decision { kPass, kFail, kInconclusive };
+const char* decision_name(Decision d);  // "PASS", "FAIL", "INCONCLUSIVE"
+
+struct SloDecision {
+  std::string slo;      // "ttft_p95"
+  double bound = 0;     // seconds
+  double value = 0;     // the run's statistic over its measured window (NaN: none completed)
+  double estimate = 0;  // the statistic after MSER-5's truncation, the interval's centre (= value without one)
+  double low = 0, high = 0;  // the 95% interval (= value when has_interval is false)
+  bool has_interval = false;
+  Decision decision = Decision::kFail;
+  std::string why;      // for FAIL and INCONCLUSIVE
+};
+SloDecision decide_slo(const cli::SloSpec& slo, const SimulationResult& r);
+
 struct SloVerdict {
-  bool met = false;
+  bool met = false;       // decision == kPass
+  Decision decision = Decision::kFail;
+  std::vector<SloDecision> slos;
   std::string worst;      // the SLO closest to (or furthest past) its bound, "ttft_p95"
   double worst_ratio = 0; // value / bound of that SLO (> 1 = violated)
 };
@@ -63,6 +85,12 @@ struct ReplicaSearch {
 // that misses the SLOs, keeps adding replicas until it meets them.
 ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
                               std::optional<double> min_goodput, bool verify);
+
+// Fewest replicas in 1..max_replicas meeting the SLOs as a whole cluster behind spec.router,
+// starting from `start` (a load-share estimate): downwards while one fewer still meets them,
+// otherwise upwards in doubling steps, then bisecting. Every evaluation is a whole-cluster run.
+ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
+                                   std::optional<double> min_goodput);
 
 // Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not
 // depend on the thread count. `progress(done, total)` is called from a watcher thread.

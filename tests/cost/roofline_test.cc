@@ -364,3 +364,25 @@ TEST_CASE("roofline: MFU stays <= 1 with fp32 weights", "[cost][roofline][physic
   const StepBreakdown s = cost.breakdown(prefill(512, 100000));
   CHECK(s.mfu <= 1);
 }
+
+TEST_CASE("roofline: an RTX 3090's P2P ends at its NVLink bridge pair", "[cost][roofline][p2p]") {
+  // rtx-3090.yaml: a 2-way NVLink bridge (112.5 GB/s both directions, nvlink_gpus 2) and no PCIe
+  // peer-to-peer. TP 2 runs over the bridge: 112.5e9 / 2 x 0.8 = 45 GB/s, NVLink latency 10 us.
+  const RooflineCost pair(deploy("llama-3.1-8b", "rtx-3090", 2, Precision::kBf16, Precision::kBf16));
+  CHECK(pair.link_bytes_per_s() == Approx(112.5e9 / 2 * 0.8).epsilon(1e-14));
+  CHECK(pair.allreduce_latency_s() == Approx(10e-6).epsilon(1e-15));
+  // TP 8 leaves the pair: PCIe gen4 x16 staged through host memory, exactly as on a 4090 (which
+  // has no P2P at all): 16 x 1.969e9 x 0.8 x 0.5 = 12.6016 GB/s, PCIe latency 30 us. Before the
+  // fix the 3090 was costed with P2P (twice this bandwidth).
+  const RooflineCost r3090(deploy("llama-3.1-8b", "rtx-3090", 8));
+  const RooflineCost r4090(deploy("llama-3.1-8b", "rtx-4090", 8));
+  CHECK(r3090.link_bytes_per_s() == Approx(16 * 1.969e9 * 0.8 * 0.5).epsilon(1e-14));
+  CHECK(r3090.link_bytes_per_s() == r4090.link_bytes_per_s());
+  CHECK(r3090.allreduce_latency_s() == r4090.allreduce_latency_s());
+  // Same model, same batch, same link: the all-reduce groups take the same time on both cards.
+  CHECK(group(r3090.breakdown(decodes(32, 1024)), "all_reduce").seconds ==
+        Approx(group(r4090.breakdown(decodes(32, 1024)), "all_reduce").seconds).epsilon(1e-12));
+  CHECK(cards().find("rtx-3090").tp_link(2).kind == Card::TpLink::Kind::kNvlink);
+  CHECK(cards().find("rtx-3090").tp_link(4).kind == Card::TpLink::Kind::kPcieHost);
+  CHECK(cards().find("l4").tp_link(4).kind == Card::TpLink::Kind::kPcieP2p);
+}

@@ -27,7 +27,8 @@ TEST_CASE("plan: a load one replica can serve gives one replica", "[plan][cli]")
   // Llama-3.1-8B in about 16 GB / (864 GB/s x 0.78) = 24 ms: ~40 tokens/s per sequence, and with
   // a few sequences in flight far more than 256 tokens/s. So one replica, costing 1 x the
   // price file's per-GPU rate.
-  const auto j = plan_json(kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s --tp 1");
+  // --kv-cache auto: only the card's 16-bit KV cache (without it plan also tries fp8 KV).
+  const auto j = plan_json(kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s --tp 1 --kv-cache auto");
   REQUIRE(j["options"].size() == 1);
   CHECK(j["options"][0]["card"] == "l40s");
   CHECK(j["options"][0]["replicas"] == 1);
@@ -45,7 +46,7 @@ TEST_CASE("plan: twice the load a replica holds needs the replicas the capacity 
   REQUIRE(c > 1);
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.3f", 1.8 * c);
-  const auto j = plan_json(kLight + " --rate " + rate + " --slo 'ttft_p95<=1s' --cards l40s --tp 1");
+  const auto j = plan_json(kLight + " --rate " + rate + " --slo 'ttft_p95<=1s' --cards l40s --tp 1 --kv-cache auto");
   REQUIRE(j["options"].size() == 1);
   CHECK(j["options"][0]["replicas"] == 2);
 }
@@ -65,7 +66,7 @@ TEST_CASE("plan: prices change the ranking as computed by hand", "[plan][cli]") 
   // is faster still). Ranked by $/hour: with the price file the cheaper card per hour comes
   // first; pricing the H100 at $0.10/hour, below any L40S price, must put it first, at exactly
   // 1 replica x $0.10.
-  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s,h100-sxm --tp 1";
+  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s,h100-sxm --tp 1 --kv-cache auto";
   const auto base = plan_json(args);
   REQUIRE(base["options"].size() == 2);
   const double l40s = base["options"][0]["card"] == "l40s" ? base["options"][0]["usd_per_hour"].get<double>()
@@ -82,11 +83,12 @@ TEST_CASE("plan: prices change the ranking as computed by hand", "[plan][cli]") 
 TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[plan][cli]") {
   const std::string args = kLight + " --rate 2 --cards l40s";
   {
-    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<1s'");
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95=1s'");
     CHECK(r.status == 2);
     CHECK(r.err ==
-          "capsim: error: --slo: 'ttft_p95<1s' cannot be parsed; accepted: METRIC_STAT<=TIME with METRIC "
-          "ttft, tpot, itl, e2el and STAT mean, p50, p90, p95, p99 (e.g. ttft_p95<=1s, tpot_p99<=100ms)\n");
+          "capsim: error: --slo: 'ttft_p95=1s' cannot be parsed; accepted: METRIC_STAT<=TIME with METRIC "
+          "ttft, tpot, itl, e2el and STAT mean, p50 (median), p90, p95, p99, spaces allowed (e.g. "
+          "ttft_p95<=1s, 'tpot p99 <= 100 ms', 'ttft_p95 <= 1 sec')\n");
   }
   {
     const auto r = run_capsim("plan " + kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards h100-sxx");

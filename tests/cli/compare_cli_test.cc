@@ -1,0 +1,73 @@
+// `capsim compare` end to end: a verdict that does not depend on the order deployments are
+// listed in.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/check/cli_run.h"
+
+namespace {
+
+using capsim_test::has;
+using capsim_test::run_capsim;
+
+nlohmann::json compare_json(const std::string& args) {
+  const auto r = run_capsim("compare " + args + " -q --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+std::string best_of(const nlohmann::json& j) {
+  for (const auto& d : j["deployments"]) {
+    if (d["best"].get<bool>()) return d["deployment"];
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("compare: a price tie goes to the better deployment, whatever the listing order", "[compare][cli]") {
+  // 4 x RTX 4090 and 2 x RTX 4090 TP2 are both four cards: the same $/hour. Bounds loose enough
+  // that both meet them, so the verdict is decided by the tie-break. Before, the first listed won.
+  const std::string base =
+      "workloads/chat-8b-1x-h100.yaml --duration 6min --warmup 1min --slo 'ttft_p95<=60s' --slo 'tpot_p95<=1s' ";
+  const auto ab = compare_json(base + "-d '4x rtx-4090' -d '2x rtx-4090 tp2'");
+  const auto ba = compare_json(base + "-d '2x rtx-4090 tp2' -d '4x rtx-4090'");
+  REQUIRE(ab["deployments"].size() == 2);
+  CHECK(ab["deployments"][0]["usd_per_hour"].get<double>() == Approx(ab["deployments"][1]["usd_per_hour"].get<double>()));
+  const std::string best = best_of(ab);
+  CHECK(best == best_of(ba));
+  CHECK(ab.contains("verdict_tie_break"));
+  // The chosen one is at least as far inside its worst bound as the other.
+  double chosen = 0, other = 0;
+  for (const auto& d : ab["deployments"]) {
+    (d["deployment"] == best ? chosen : other) = d["worst_slo_ratio"].get<double>();
+  }
+  CHECK(chosen <= other);
+  CHECK(has(ab["verdict_tie_break"].get<std::string>(), "tied with"));
+}
+
+TEST_CASE("unknown names are bad input (exit 2) in plan, compare and capacity", "[cli][errors]") {
+  // Before, `plan --model <unknown>` rejected every candidate and answered 1 ("none fits").
+  const auto p = run_capsim("plan --model no-such-model --rate 1 --duration 1min -q --slo 'ttft_p95<=1s'");
+  CHECK(p.status == 2);
+  CHECK(has(p.err, "no-such-model"));
+  CHECK(run_capsim("plan --model llama-3.1-8b --router nope --rate 1 --duration 1min -q --slo 'ttft_p95<=1s'").status == 2);
+  CHECK(run_capsim("plan --model llama-3.1-8b --weights fp9 --rate 1 --duration 1min -q --slo 'ttft_p95<=1s'").status == 2);
+  CHECK(run_capsim("compare --model no-such-model --rate 1 --duration 1min -q -d '1x h100-sxm'").status == 2);
+  CHECK(run_capsim("capacity --model no-such-model --rate 1 --duration 1min -q --slo 'ttft_p95<=1s'").status == 2);
+  // An SLO with spaces is accepted on the command line.
+  CHECK(run_capsim("simulate --model llama-3.1-8b --rate 1 --requests 20 -q --slo 'ttft_p95 <= 1 s'").status == 0);
+}
+
+TEST_CASE("fit and simulate on a T4: no fp8 suggested or accepted", "[cli][precision]") {
+  // Turing has no FP8 kernels in vLLM (neither W8A8 nor FP8 Marlin). Before, fit suggested
+  // --weights fp8 for mistral-7b on a T4 and simulate ran it.
+  const auto fit = run_capsim("fit --model mistral-7b --card t4 --weights fp16");
+  CHECK(fit.status == 1);  // does not fit in fp16
+  CHECK_FALSE(has(fit.out, "--weights fp8"));
+  CHECK(has(fit.out, "--weights int4"));
+  const auto sim = run_capsim("simulate --model mistral-7b --card t4 --weights fp8 --rate 1 --requests 10 -q");
+  CHECK(sim.status == 2);
+  CHECK(has(sim.err, "fp8 is not supported on t4"));
+}

@@ -1,0 +1,53 @@
+// `capsim plan` verifies what it ranks: every printed option was simulated as the whole cluster
+// it names, behind the router it names, and one replica fewer misses the SLOs. Derived by
+// re-running `capsim simulate` on plan's own answer.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/check/cli_run.h"
+
+namespace {
+
+using capsim_test::run_capsim;
+
+// The 500-user chatbot on RTX 4090 pairs (TP 2 over PCIe), 10 simulated minutes.
+const std::string kChat = "workloads/chatbot-500-users.yaml --duration 10min --warmup 2min -q";
+
+bool meets(const std::string& args) {
+  const auto r = run_capsim("simulate " + kChat + " " + args + " --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  bool all = true;
+  for (const auto& s : j["capsim"]["slos"]) all = all && s["decision"] == "PASS";
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("plan: the printed option is the whole cluster, with the router and KV precision it chose",
+          "[plan][cli][slow]") {
+  const auto r = run_capsim("plan " + kChat + " --cards rtx-4090 --tp 2 --top 1 --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["options"].size() >= 1);
+  const auto& o = j["options"][0];
+  CHECK(o["verified_as_cluster"].get<bool>());
+  CHECK(o["result"]["estimated_from_load_share"] == false);
+  // Multi-turn chat: the scenario's router and prefix-aware were both tried.
+  REQUIRE(o["routers_tried"].size() == 2);
+  CHECK(o["routers_tried"][1]["router"] == "prefix-aware");
+  // fp8 KV was a candidate on the 4090 (Ada): it appears among the options or the rejected.
+  bool fp8_kv = false;
+  for (const auto& x : j["options"]) fp8_kv = fp8_kv || x["kv_cache"] == "fp8";
+  for (const auto& x : j["rejected"]) fp8_kv = fp8_kv || x["kv_cache"] == "fp8";
+  CHECK(fp8_kv);
+
+  const int n = o["replicas"];
+  const std::string dep = "--card rtx-4090 --tp 2 --weights " + o["weights"].get<std::string>() + " --kv-cache " +
+                          o["kv_cache"].get<std::string>() + " --router " + o["router"].get<std::string>();
+  CHECK(meets(dep + " --replicas " + std::to_string(n)));
+  if (n > 1) CHECK_FALSE(meets(dep + " --replicas " + std::to_string(n - 1)));
+}
