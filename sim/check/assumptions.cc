@@ -243,6 +243,10 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
       e.limit = positive(n, ew, "a price in $/hour");
     }
     if (spec.slos.empty() && !e.space.min_goodput) needs_slos(kind.c_str());
+    // The same space `capsim plan` searches: fp8 KV where supported unless kv_cache is given,
+    // and the routers a user would try for this workload.
+    e.space.try_fp8_kv = !(n.IsMap() && n["kv_cache"]);
+    e.space.routers = plan::routers_to_try(spec);
     if (!spec.extra_groups.empty()) {
       throw Error(ew + ": plan searches one card type at a time, and this scenario has " +
                   std::to_string(spec.extra_groups.size() + 1) + " card groups");
@@ -372,7 +376,7 @@ std::string metric_unit(const std::string& name) {
   return "";
 }
 
-AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max_duration_s) {
+AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max_duration_s, int replications) {
   const auto t_start = Clock::now();
   AssertionOutcome out;
   out.name = a.name;
@@ -387,6 +391,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
   // The scenario as built (resolved deployments), and its simulation when a kind needs one.
   auto built = std::make_shared<cli::BuiltScenario>(cli::build_scenario(a.spec));
   std::shared_ptr<SimulationResult> result;
+  std::vector<SimulationResult> extra_runs;  // --replications: seeds + 1 .. + N - 1
   std::string sim_error;
   double sim_seconds = 0;
   if (needs_sim) {
@@ -419,6 +424,20 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         spec = longer;
         out.spec = spec;
         ++out.extensions;
+      }
+      // --replications N: the other seeds of the (possibly extended) scenario, in parallel.
+      if (replications > 1) {
+        extra_runs.resize(static_cast<std::size_t>(replications - 1));
+        plan::run_parallel(
+            extra_runs.size(), plan::default_threads(),
+            [&](std::size_t k) {
+              cli::ScenarioSpec other = *spec;
+              other.seed = spec->seed + k + 1;
+              cli::BuiltScenario ob = cli::build_scenario(other);
+              ob.config.progress = false;
+              extra_runs[k] = simulate(ob.config, *ob.workload);
+            },
+            {});
       }
     } catch (const Error& e) {
       sim_error = std::string("the simulation did not run: ") + e.what();
@@ -458,7 +477,9 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         // PASS only when the whole interval is inside the bound and the run settled.
         for (const auto& s : e.slos) {
           Row r = base_row(s.metric + "_" + s.statistic, "s");
-          const plan::SloDecision d = plan::decide_slo(s, *result);
+          std::vector<const SimulationResult*> runs = {result.get()};
+          for (const SimulationResult& x : extra_runs) runs.push_back(&x);
+          const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
           bool d_why_short = false;
           upper(r, d.value, s.seconds);
           r.passed = d.decision == plan::Decision::kPass;
@@ -470,7 +491,10 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
             d_why_short = true;
           }
           if (d.has_interval) {
-            r.measured_text += " (95%: " + units::format_time(d.low) + " - " + units::format_time(d.high) + ")";
+            r.low = d.low;
+            r.high = d.high;
+            r.measured_text += " (95%" + (runs.size() > 1 ? " over " + std::to_string(runs.size()) + " seeds" : std::string()) +
+                               ": " + units::format_time(d.low) + " - " + units::format_time(d.high) + ")";
           }
           if (std::isnan(d.value)) {
             r.measured.reset();
@@ -767,7 +791,7 @@ CheckOutcome run_checks(const Assumptions& a,
   plan::run_parallel(
       a.assertions.size(), plan::default_threads(),
       [&](std::size_t i) {
-        out.assertions[i] = run_one(a.assertions[i], a.prices, a.max_duration_s);
+        out.assertions[i] = run_one(a.assertions[i], a.prices, a.max_duration_s, a.replications);
         if (on_done) {
           std::lock_guard<std::mutex> lock(m);
           on_done(out.assertions[i], ++done, a.assertions.size());
@@ -804,7 +828,8 @@ nlohmann::json check_json(const CheckOutcome& c) {
     for (const Row& r : a.rows) {
       const auto opt = [](std::optional<double> v) { return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(); };
       rows.push_back({{"kind", r.kind}, {"item", r.item}, {"measured", opt(r.measured)}, {"limit", opt(r.limit)},
-                      {"unit", r.unit}, {"margin", opt(r.margin)}, {"passed", r.passed}, {"status", row_status(r)}, {"message", r.message},
+                      {"unit", r.unit}, {"margin", opt(r.margin)}, {"passed", r.passed}, {"status", row_status(r)}, {"low", opt(r.low)}, {"high", opt(r.high)},
+                      {"message", r.message},
                       {"measured_text", r.measured_text}, {"limit_text", r.limit_text}, {"seconds", r.seconds}});
     }
     list.push_back({{"name", a.name}, {"description", a.description}, {"scenario", a.scenario},

@@ -67,6 +67,9 @@ struct Assumptions {
   // `capsim check --until-conclusive D`: an assertion with an INCONCLUSIVE SLO is re-run with its
   // duration doubled (warm-up kept) while the doubled duration is at most this; 0 = never.
   double max_duration_s = 0;
+  // `capsim check --replications N`: SLOs are decided from N independent runs (seeds seed ..
+  // seed + N - 1, run in parallel; deterministic) instead of one run's batch means.
+  int replications = 1;
   std::string description;
   std::vector<Assertion> assertions;
   PriceBook prices;
@@ -96,6 +99,7 @@ struct Row {
   // An SLO whose 95% interval straddles its bound, or a run that passed without reaching steady
   // state (plan::decide_slo): neither passed nor failed. Counted apart; exit status 3.
   bool inconclusive = false;
+  std::optional<double> low, high;  // the 95% interval of an SLO's statistic (seconds), when it has one
   std::string message;  // why it failed, or a note
   double seconds = 0;   // time spent on it
 };

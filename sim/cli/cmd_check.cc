@@ -27,6 +27,7 @@ struct CheckOptions {
   std::vector<std::string> price_overrides;
   std::string prices_file;
   std::string until_conclusive;
+  int replications = 1;
   bool quiet = false;
 };
 
@@ -34,6 +35,7 @@ int run_check(const CheckOptions& o) {
   if (!o.report.empty()) plot::require_gnuplot("--report");
   // Everything that can be wrong with the input is found before any simulation.
   check::Assumptions a = check::load_assumptions(o.file, o.prices_file, o.price_overrides);
+  a.replications = o.replications;
   if (!o.until_conclusive.empty()) {
     a.max_duration_s = units::parse_time(o.until_conclusive, "--until-conclusive");
     if (a.max_duration_s <= 0) throw Error("--until-conclusive: must be a duration > 0, e.g. 2h");
@@ -150,6 +152,10 @@ void add_check_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prices", o->prices_file, "price file (default: the assumptions file's prices:, else calibration/prices.yaml)");
   cmd->add_option("--until-conclusive", o->until_conclusive,
                   "re-run an INCONCLUSIVE assertion with its duration doubled, up to this duration (e.g. 2h)");
+  cmd->add_option("--replications", o->replications,
+                  "decide SLOs from N independent runs (seeds seed..seed+N-1, in parallel) instead of one run's "
+                  "batch means; robust when one run's output is strongly correlated")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--quiet,-q", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &exit_code] { exit_code = run_check(*o); });
 }

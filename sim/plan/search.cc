@@ -52,9 +52,12 @@ SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
   const std::string range = d.has_interval ? " (95% interval " + units::format_time(d.low) + " - " +
                                                  units::format_time(d.high) + ")"
                                            : "";
-  if (r.steady.growing) {
+  // Overload (TTFT keeps growing) fails the SLOs that include queueing (TTFT, E2E); a per-token
+  // SLO of an overloaded run is at best inconclusive: its value belongs to no steady state.
+  const bool queued_metric = s.metric == "ttft" || s.metric == "e2el";
+  if (r.steady.growing && queued_metric) {
     d.decision = Decision::kFail;
-    d.why = "overloaded: latency keeps growing through the run";
+    d.why = "overloaded: TTFT keeps growing through the run";
   } else if (d.low > d.bound || (!d.has_interval && d.value > d.bound)) {
     d.decision = Decision::kFail;
     d.why = d.slo + " is " + units::format_time(d.value) + range + ", over its bound of " +
@@ -63,11 +66,65 @@ SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
     d.decision = Decision::kInconclusive;
     d.why = d.slo + " is " + units::format_time(d.value) + range + ": the interval straddles the bound of " +
             units::format_time(d.bound) + "; run longer to decide";
+  } else if (r.steady.growing) {
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound, but the run is overloaded (TTFT keeps growing): no steady state to decide on";
   } else if (!r.steady.settled) {
     d.decision = Decision::kInconclusive;
     d.why = "within its bound, but the run did not reach steady state (MSER-5); run longer to decide";
   } else {
     d.decision = Decision::kPass;
+  }
+  return d;
+}
+
+SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<const SimulationResult*>& runs) {
+  if (runs.size() < 2) return decide_slo(slo, *runs.at(0));
+  SloDecision d = decide_slo(slo, *runs.front());
+  std::vector<double> est;
+  bool growing = false, settled = true;
+  for (const SimulationResult* r : runs) {
+    const SloDecision one = decide_slo(slo, *r);
+    if (std::isnan(one.estimate)) {
+      d.decision = Decision::kFail;
+      d.why = "no request completed with this statistic in one of the replications";
+      return d;
+    }
+    est.push_back(one.estimate);
+    growing = growing || r->steady.growing;
+    settled = settled && r->steady.settled && r->steady.analysed;
+  }
+  const double n = static_cast<double>(est.size());
+  double mean = 0, var = 0;
+  for (double x : est) mean += x;
+  mean /= n;
+  for (double x : est) var += (x - mean) * (x - mean);
+  var /= n - 1;
+  const double half = student_t_quantile(n - 1, 0.975) * std::sqrt(var / n);
+  d.has_interval = true;
+  d.estimate = mean;
+  d.low = std::max(0.0, mean - half);
+  d.high = mean + half;
+  const std::string range = " (95% interval over " + std::to_string(runs.size()) + " seeds " +
+                            units::format_time(d.low) + " - " + units::format_time(d.high) + ")";
+  const bool queued_metric = slo.metric == "ttft" || slo.metric == "e2el";
+  if (growing && queued_metric) {
+    d.decision = Decision::kFail;
+    d.why = "overloaded: TTFT keeps growing through at least one replication";
+  } else if (d.low > d.bound) {
+    d.decision = Decision::kFail;
+    d.why = d.slo + " is " + units::format_time(mean) + range + ", over its bound of " + units::format_time(d.bound);
+  } else if (d.high > d.bound) {
+    d.decision = Decision::kInconclusive;
+    d.why = d.slo + " is " + units::format_time(mean) + range + ": the interval straddles the bound of " +
+            units::format_time(d.bound) + "; run longer or more replications to decide";
+  } else if (!settled || growing) {
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound" + range + ", but a replication did not reach steady state (MSER-5) or is "
+            "overloaded; run longer";
+  } else {
+    d.decision = Decision::kPass;
+    d.why.clear();
   }
   return d;
 }

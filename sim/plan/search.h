@@ -15,9 +15,9 @@ namespace capsim::plan {
 
 // How sure an SLO answer is. PASS: the 95% interval of the statistic (batch means after MSER-5,
 // sim/metrics/steady_state.h) and the run's own value lie at or below the bound; FAIL: the
-// interval lies above it (or, without an interval, the value does), or the run is overloaded (TTFT
-// keeps growing); INCONCLUSIVE: the interval straddles the bound, or the run passed without
-// reaching steady state. Only PASS counts as meeting the SLO.
+// interval lies above it (or, without an interval, the value does), or — for TTFT and E2E — the
+// run is overloaded (TTFT keeps growing); INCONCLUSIVE: the interval straddles the bound, or the
+// run passed without reaching steady state or while overloaded. Only PASS counts as meeting the SLO.
 enum class Decision { kPass, kFail, kInconclusive };
 const char* decision_name(Decision d);  // "PASS", "FAIL", "INCONCLUSIVE"
 
@@ -32,6 +32,11 @@ struct SloDecision {
   std::string why;      // for FAIL and INCONCLUSIVE
 };
 SloDecision decide_slo(const cli::SloSpec& slo, const SimulationResult& r);
+// The same decision from independent replications (the scenario run with n >= 2 seeds): the
+// interval is mean +/- t(n-1, 0.975) x sd / sqrt(n) of the runs' steady-state estimates, which
+// holds however correlated each run's output is; `value` is the first run's. A run that is
+// overloaded fails the SLO; one that did not settle keeps a PASS from being conclusive.
+SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<const SimulationResult*>& runs);
 
 struct SloVerdict {
   bool met = false;       // decision == kPass

@@ -2,7 +2,9 @@
 // INCONCLUSIVE (exit 3) when the interval straddles it. The bounds here are derived from the
 // interval a first run reports, so the test holds whatever the cost model's latencies are.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -68,4 +70,30 @@ TEST_CASE("check: PASS, FAIL and INCONCLUSIVE follow the 95% interval", "[check]
   const auto lj = nlohmann::json::parse(longer.out);
   const int extended = lj["assertions"][0]["runs_extended"];
   CHECK((longer.status == 3 ? extended == 2 : extended >= 1));
+}
+
+TEST_CASE("check --replications: the interval over seeds worked from the seeds' own runs", "[check][cli][steady]") {
+  // Four seeds (3, 4, 5, 6) of the same scenario: the interval is mean +/- t(3, 0.975) x sd / 2 of
+  // the four runs' steady-state TTFT p95 estimates, each read from `simulate --seed S --json`.
+  Scratch tmp("replications");
+  const std::string file = tmp.write("rep.yaml", scenario("ttft_p95: 10s"));
+  std::vector<double> est;
+  for (int seed = 3; seed <= 6; ++seed) {
+    const auto sim = run_capsim("simulate " + file + " -q --json - --seed " + std::to_string(seed));
+    REQUIRE(sim.status == 0);
+    est.push_back(nlohmann::json::parse(sim.out)["capsim"]["slos"][0]["estimate_ms"].get<double>() / 1e3);
+  }
+  double mean = 0, var = 0;
+  for (double x : est) mean += x;
+  mean /= 4;
+  for (double x : est) var += (x - mean) * (x - mean);
+  const double half = 3.182446305284263 * std::sqrt(var / 3 / 4);  // t(3, 0.975)
+  const auto r = run_capsim("check " + file + " -q --replications 4 --json -");
+  INFO(r.err);
+  REQUIRE((r.status == 0 || r.status == 3));
+  const auto out = nlohmann::json::parse(r.out);
+  const auto& row = out["assertions"][0]["checks"][0];
+  CHECK(row["low"].get<double>() == Approx(std::max(0.0, mean - half)).epsilon(1e-9));
+  CHECK(row["high"].get<double>() == Approx(mean + half).epsilon(1e-9));
+  CHECK(has(row["measured_text"].get<std::string>(), "over 4 seeds"));
 }
