@@ -300,7 +300,10 @@ int run_compare(const CompareOptions& o) {
   if (o.json != "-") std::cout << text.str();
   std::string page_html;
   if (!o.report.empty()) {
-    HtmlReport page("capsim compare: " + base.deployment.model + ", " + base.name, "--report");
+    // The title names the model, the scenario and the verdict's cards and replicas.
+    HtmlReport page("capsim compare: " + base.deployment.model + ", " + base.name + " (" +
+                        (best >= 0 ? "verdict " + rows[static_cast<std::size_t>(best)].name : std::string("no verdict")) + ")",
+                    "--report");
     page.paragraph(best >= 0 ? "Verdict: " + rows[static_cast<std::size_t>(best)].name +
                                    (have_slos ? " is the cheapest deployment that meets every SLO."
                                               : " gives the most output tokens per dollar.")

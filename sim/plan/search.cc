@@ -60,11 +60,12 @@ SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
     d.why = "overloaded: TTFT keeps growing through the run";
   } else if (d.low > d.bound || (!d.has_interval && d.value > d.bound)) {
     d.decision = Decision::kFail;
-    d.why = d.slo + " is " + units::format_time(d.value) + range + ", over its bound of " +
-            units::format_time(d.bound) + " by " + fmt("%.1f%%", 100 * (d.value / d.bound - 1));
+    // The steady-state estimate (the interval's centre) is what the decision rests on.
+    d.why = d.slo + " is " + units::format_time(d.estimate) + range + ", over its bound of " +
+            units::format_time(d.bound) + " by " + fmt("%.1f%%", 100 * (d.estimate / d.bound - 1));
   } else if (d.high > d.bound || d.value > d.bound) {
     d.decision = Decision::kInconclusive;
-    d.why = d.slo + " is " + units::format_time(d.value) + range + ": the interval straddles the bound of " +
+    d.why = d.slo + " is " + units::format_time(d.estimate) + range + ": the interval straddles the bound of " +
             units::format_time(d.bound) + "; run longer to decide";
   } else if (r.steady.growing) {
     d.decision = Decision::kInconclusive;

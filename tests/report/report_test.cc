@@ -124,6 +124,7 @@ TEST_CASE("report: simulate --report writes one self-contained page with three c
   REQUIRE(r.status == 0);
   const std::string html = read_all(page);
   check_self_contained(html, 3);
+  CHECK(has(html, "<title>capsim simulate: llama-3.1-8b on 1 x h100-sxm (command-line)</title>"));
   CHECK(has(html, "Latency CDF"));
   CHECK(has(html, "KV-cache use over time"));
   CHECK(has(html, "Requests waiting and running over time"));
@@ -195,8 +196,11 @@ TEST_CASE("report: capacity, compare and plan reports; --plot svg and png", "[re
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::string html = read_all(page);
-    check_self_contained(html, 2);
+    check_self_contained(html, 3);
     CHECK(has(html, "Cost per deployment"));
+    CHECK(has(html, "TPOT p95 per deployment"));  // TPOT as well as TTFT
+    // The title names the model, the scenario and the verdict's cards and replicas.
+    CHECK(has(html, "<title>capsim compare: llama-3.1-8b, command-line (verdict 1x "));
   }
   SECTION("plan: cost per option") {
     const std::string page = tmp.file("plan.html");
@@ -204,8 +208,10 @@ TEST_CASE("report: capacity, compare and plan reports; --plot svg and png", "[re
     INFO(r.err);
     REQUIRE(r.status == 0);
     const std::string html = read_all(page);
-    check_self_contained(html, 1);
+    check_self_contained(html, 2);
     CHECK(has(html, "Cost per option"));
+    CHECK(has(html, "Latency against cost"));
+    CHECK(has(html, "<title>capsim plan: llama-3.1-8b for command-line (best 1 x "));
   }
   SECTION("--plot with another extension is bad input") {
     const Run r = run_capsim(std::string("simulate ") + kSmall + " --plot " + q(tmp.file("x.pdf")));
