@@ -203,7 +203,9 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
     std::nth_element(v.begin(), v.begin() + (space.top - 1), v.end());
     return v[static_cast<std::size_t>(space.top - 1)];
   };
-  const std::size_t round_width = std::max<std::size_t>(kRound, threads);
+  // A fixed round width (not the thread count), so which options get verified — and so the
+  // output — does not depend on the machine.
+  const std::size_t round_width = kRound;
   while (next < ok.size()) {
     const double limit = verified_bound();
     std::vector<std::size_t> round;

@@ -51,3 +51,17 @@ TEST_CASE("plan: the printed option is the whole cluster, with the router and KV
   CHECK(meets(dep + " --replicas " + std::to_string(n)));
   if (n > 1) CHECK_FALSE(meets(dep + " --replicas " + std::to_string(n - 1)));
 }
+
+TEST_CASE("plan: the same answer on one thread and on eight", "[plan][cli]") {
+  // Verification runs in rounds of a fixed width, so which options are verified (and printed)
+  // does not depend on the thread count.
+  const std::string args =
+      "plan --model llama-3.1-8b --duration 2min --input-tokens 512 --output-tokens 128 -q --rate 8 "
+      "--slo 'ttft_p95<=500ms' --cards l4,l40s,a10,rtx-4090 --tp 1,2 --top 3 --json -";
+  const auto one = run_capsim(args, "CAPSIM_THREADS=1");
+  const auto three = run_capsim(args, "CAPSIM_THREADS=8");
+  INFO(one.err << three.err);
+  REQUIRE(one.status == 0);
+  CHECK(one.out == three.out);
+  CHECK(nlohmann::json::parse(one.out)["options"].size() >= 3);
+}
