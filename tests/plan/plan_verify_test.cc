@@ -65,3 +65,24 @@ TEST_CASE("plan: the same answer on one thread and on eight", "[plan][cli]") {
   CHECK(one.out == three.out);
   CHECK(nlohmann::json::parse(one.out)["options"].size() >= 3);
 }
+
+TEST_CASE("plan: an fp8 KV cache is tried where the card supports it, and shown", "[plan][cli][slow]") {
+  // Before, plan searched only `auto` KV precisions: on one H100 the chatbot's growing histories
+  // overflow a bf16 KV cache, while an fp8 one holds twice the tokens. Whatever the latencies,
+  // the fp8 candidate must be searched and, when it meets the SLOs, listed; it never needs more
+  // replicas than bf16 on the same card (same weights, twice the KV space).
+  const auto r = run_capsim("plan " + kChat + " --cards h100-sxm --tp 1 --top 5 --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  int fp8 = 0, bf16 = 0;
+  for (const auto& o : j["options"]) {
+    if (o["kv_cache"] == "fp8") fp8 = o["replicas"];
+    if (o["kv_cache"] == "bf16") bf16 = o["replicas"];
+  }
+  REQUIRE(fp8 > 0);
+  if (bf16 > 0) CHECK(fp8 <= bf16);
+  // Without --kv-cache the fp8 candidate is not offered on a T4 (no FP8 KV kernels on Turing).
+  const auto t4 = run_capsim("plan " + kChat + " --cards t4 --tp 1 --weights int4 --max-cards 2 --json -");
+  for (const auto& x : nlohmann::json::parse(t4.out)["rejected"]) CHECK(x["kv_cache"] != "fp8");
+}
