@@ -91,6 +91,7 @@ Deployment DeploymentFlags::resolve() const {
   if (max_num_batched_tokens) d.limits.max_num_batched_tokens = *max_num_batched_tokens;
   if (block_size) d.limits.block_size = *block_size;
   if (gpu_memory_utilization) d.limits.gpu_memory_utilization = *gpu_memory_utilization;
+  if (async_scheduling) d.engine.async_scheduling = *async_scheduling;
   d.validate();
   return d;
 }
