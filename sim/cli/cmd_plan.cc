@@ -48,6 +48,7 @@ struct PlanOptions {
   std::string weights = "auto";
   std::string kv = "auto";
   CLI::Option* kv_option = nullptr;
+  int replications = 1;
   int max_cards = 64;
   std::optional<double> min_goodput;
   std::vector<std::string> price_overrides;
@@ -166,6 +167,7 @@ int run_plan(PlanOptions& o) {
   // --kv-cache not given: each card's own 16-bit KV cache and, where its engines support it, fp8.
   space.try_fp8_kv = o.kv_option == nullptr || o.kv_option->count() == 0;
   space.routers = plan::routers_to_try(base);
+  space.replications = o.replications;
   ProgressLine line;
   const plan::PlanOutcome outcome = plan::search_plan(
       base, space, prices,
@@ -194,6 +196,7 @@ int run_plan(PlanOptions& o) {
     nlohmann::json x = {{"card", c.card}, {"tp", c.tp}, {"weights", c.weights}, {"kv_cache", c.kv},
                         {"replicas", e.replicas}, {"total_cards", c.total_cards()},
                         {"verified_as_cluster", c.verified}, {"router", c.router},
+                        {"verified_over_seeds", o.replications},
                         {"estimated_replicas_from_load_shares", c.estimated_replicas},
                         {"price_provenance", price_provenance(prices, c.card)}, {"usd_per_hour", usd_h},
                         {"usd_per_million_output_tokens", mtok_h > 0 ? usd_h / mtok_h : 0},
@@ -437,6 +440,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, cost chart by gnuplot) to FILE.html");
+  cmd->add_option("--replications", o->replications,
+                  "verify each listed option over N seeds (independent replications) instead of one run's "
+                  "batch means: N times the verification time, robust when one run's output is correlated")
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("--quiet,-q", o->quiet, "no progress bar on stderr");
   cmd->callback([o, &exit_code] { exit_code = run_plan(*o); });
 }

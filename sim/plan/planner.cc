@@ -227,7 +227,8 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
           c.kv = from.kv;
           c.router = routers[k % routers.size()];
           const int by_cards = std::max(1, space.max_cards / c.tp);
-          results[k] = search_whole_cluster(spec_of(base, c), from.search.best.replicas, by_cards, space.min_goodput);
+          results[k] = search_whole_cluster(spec_of(base, c), from.search.best.replicas, by_cards, space.min_goodput,
+                                            space.replications);
         },
         {});
     for (std::size_t i = 0; i < round.size(); ++i) {

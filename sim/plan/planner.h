@@ -33,6 +33,9 @@ struct PlanSpace {
   bool try_fp8_kv = false;
   // Routers tried when verifying; empty = the scenario's router only.
   std::vector<std::string> routers;
+  // Seeds per verification run (plan --replications): > 1 decides each option over independent
+  // replications instead of one run's batch means (N times the verification cost).
+  int replications = 1;
 };
 
 // The routers a user would try for this workload: the scenario's router, plus prefix-aware when

@@ -132,10 +132,17 @@ SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<con
 
 SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
                       std::optional<double> min_goodput) {
+  return check_slos_runs(spec, {&r}, min_goodput);
+}
+
+SloVerdict check_slos_runs(const cli::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
+                           std::optional<double> min_goodput) {
   SloVerdict v;
-  bool fail = r.completed == 0, inconclusive = false;
+  const SimulationResult& r = *runs.front();
+  bool fail = false, inconclusive = false;
+  for (const SimulationResult* x : runs) fail = fail || x->completed == 0 || x->rejected > 0;
   for (const cli::SloSpec& s : spec.slos) {
-    SloDecision d = decide_slo(s, r);
+    SloDecision d = decide_slo_replicated(s, runs);
     const double ratio = std::isnan(d.value) ? INFINITY : d.value / s.seconds;
     if (d.decision == Decision::kFail) fail = true;
     if (d.decision == Decision::kInconclusive) inconclusive = true;
@@ -147,13 +154,12 @@ SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
   }
   if (min_goodput) {
     const double ratio = r.goodput_fraction > 0 ? *min_goodput / r.goodput_fraction : INFINITY;
-    if (r.goodput_fraction < *min_goodput) fail = true;
+    for (const SimulationResult* x : runs) fail = fail || x->goodput_fraction < *min_goodput;
     if (v.worst.empty() || ratio > v.worst_ratio) {
       v.worst = "goodput";
       v.worst_ratio = ratio;
     }
   }
-  if (r.rejected > 0) fail = true;
   v.decision = fail ? Decision::kFail : inconclusive ? Decision::kInconclusive : Decision::kPass;
   v.met = v.decision == Decision::kPass;
   return v;
@@ -178,7 +184,8 @@ std::string binding_resource(const SimulationResult& r) {
   return compute >= memory ? "compute" : "memory bandwidth";
 }
 
-Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput) {
+Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
+                    int replications) {
   cli::ScenarioSpec s = spec;
   s.replicas = replicas;
   cli::BuiltScenario b = cli::build_scenario(s);
@@ -186,7 +193,21 @@ Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<d
   Evaluation e;
   e.replicas = replicas;
   e.result = simulate(b.config, *b.workload);
-  e.verdict = check_slos(spec, e.result, min_goodput);
+  if (replications <= 1) {
+    e.verdict = check_slos(spec, e.result, min_goodput);
+    return e;
+  }
+  std::vector<SimulationResult> others;
+  for (int k = 1; k < replications; ++k) {
+    cli::ScenarioSpec o = s;
+    o.seed = s.seed + static_cast<std::uint64_t>(k);
+    cli::BuiltScenario ob = cli::build_scenario(o);
+    ob.config.progress = false;
+    others.push_back(simulate(ob.config, *ob.workload));
+  }
+  std::vector<const SimulationResult*> runs = {&e.result};
+  for (const SimulationResult& x : others) runs.push_back(&x);
+  e.verdict = check_slos_runs(spec, runs, min_goodput);
   return e;
 }
 
@@ -280,16 +301,16 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
 }
 
 ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
-                                   std::optional<double> min_goodput) {
+                                   std::optional<double> min_goodput, int replications) {
   ReplicaSearch out;
   start = std::clamp(start, 1, std::max(1, max_replicas));
-  Evaluation first = evaluate(spec, start, min_goodput);
+  Evaluation first = evaluate(spec, start, min_goodput, replications);
   ++out.evaluations;
   if (first.verdict.met) {
     out.found = true;
     out.best = std::move(first);
     for (int n = start - 1; n >= 1; --n) {
-      Evaluation e = evaluate(spec, n, min_goodput);
+      Evaluation e = evaluate(spec, n, min_goodput, replications);
       ++out.evaluations;
       if (!e.verdict.met) {
         out.below = std::move(e);
@@ -304,7 +325,7 @@ ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int
   std::optional<Evaluation> pass;
   for (int step = 1; lo < max_replicas; step *= 2) {
     const int n = std::min(max_replicas, start + step);
-    Evaluation e = evaluate(spec, n, min_goodput);
+    Evaluation e = evaluate(spec, n, min_goodput, replications);
     ++out.evaluations;
     if (e.verdict.met) {
       pass = std::move(e);
@@ -320,7 +341,7 @@ ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int
   int hi = pass->replicas;
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
-    Evaluation e = evaluate(spec, mid, min_goodput);
+    Evaluation e = evaluate(spec, mid, min_goodput, replications);
     ++out.evaluations;
     if (e.verdict.met) {
       hi = mid;

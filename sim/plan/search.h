@@ -49,6 +49,10 @@ struct SloVerdict {
 // Checks a result against the scenario's SLOs and an optional minimum goodput share.
 SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
                       std::optional<double> min_goodput);
+// The same over independent replications (runs[0] is the scenario's seed): each SLO decided by
+// decide_slo_replicated; goodput and rejections must hold in every run.
+SloVerdict check_slos_runs(const cli::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
+                           std::optional<double> min_goodput);
 
 // What limits a deployment, read from a run: KV capacity, memory bandwidth, compute,
 // communication, or queueing.
@@ -65,8 +69,11 @@ struct Evaluation {
   double request_throughput() const { return result.request_throughput * (from_share ? replicas : 1); }
 };
 
-// Runs the scenario (replicas overridden). Throws capsim::Error for bad input.
-Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput);
+// Runs the scenario (replicas overridden). Throws capsim::Error for bad input. With
+// `replications` > 1 the seeds seed+1 .. seed+replications-1 run too (one after another, in this
+// thread) and the verdict is decided over all of them; `result` stays the scenario seed's run.
+Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
+                    int replications = 1);
 
 // The scenario's load divided by `parts`: users, concurrency, rate and request count divided
 // (rounded up), a trace slowed down by `parts`. Replicas behind a balancing router serve about
@@ -95,7 +102,7 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
 // starting from `start` (a load-share estimate): downwards while one fewer still meets them,
 // otherwise upwards in doubling steps, then bisecting. Every evaluation is a whole-cluster run.
 ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
-                                   std::optional<double> min_goodput);
+                                   std::optional<double> min_goodput, int replications = 1);
 
 // Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not
 // depend on the thread count. `progress(done, total)` is called from a watcher thread.

@@ -86,3 +86,32 @@ TEST_CASE("plan: an fp8 KV cache is tried where the card supports it, and shown"
   const auto t4 = run_capsim("plan " + kChat + " --cards t4 --tp 1 --weights int4 --max-cards 2 --json -");
   for (const auto& x : nlohmann::json::parse(t4.out)["rejected"]) CHECK(x["kv_cache"] != "fp8");
 }
+
+TEST_CASE("plan --replications: the listed option holds over the same seeds in check", "[plan][check][cli][slow]") {
+  // plan verifies over seeds 5, 6, 7; `check --replications 3` of that deployment (same seeds)
+  // must then PASS, and with one replica fewer it must not.
+  const std::string wl = "--model llama-3.1-8b --duration 3min --warmup 20s --input-tokens 512 --output-tokens 128 "
+                         "--rate 10 --seed 5 --slo 'ttft_p95<=1s'";
+  const auto r = run_capsim("plan " + wl + " -q --cards l4 --tp 1 --kv-cache auto --top 1 --replications 3 --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["options"].size() == 1);
+  const auto& o = j["options"][0];
+  CHECK(o["verified_over_seeds"] == 3);
+  const int n = o["replicas"];
+  capsim_test::Scratch tmp("planrep");
+  const auto scenario = [&](int replicas) {
+    std::string name = std::to_string(replicas);
+    name += ".yaml";
+    return tmp.write(name,
+                     "name: rep\nmodel: llama-3.1-8b\n"
+                     "deployment: {card: l4, tp: 1, replicas: " + std::to_string(replicas) + ", weights: " +
+                         o["weights"].get<std::string>() + ", kv_cache: " + o["kv_cache"].get<std::string>() + "}\n"
+                     "router: " + o["router"].get<std::string>() + "\n"
+                     "workload: {rate: 10, duration: 3min, warmup: 20s, prompt_tokens: 512, output_tokens: 128}\n"
+                     "slo: {ttft_p95: 1s}\nseed: 5\n");
+  };
+  CHECK(run_capsim("check " + scenario(n) + " -q --replications 3").status == 0);
+  if (n > 1) CHECK(run_capsim("check " + scenario(n - 1) + " -q --replications 3").status != 0);
+}
