@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 #include "sim/workload/trace_internal.h"
 
 namespace capsim::trace_detail {
@@ -36,6 +38,10 @@ class MooncakeSource final : public RowSource {
   bool next(RawRow& out) override {
     if (!src_.next(line_)) return false;
     json j;
+    if (json_depth(line_).line_over) {
+      throw Error(src_.here() + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels; each line must be one JSON object like " + kExample);
+    }
     try {
       j = json::parse(line_);
     } catch (const json::parse_error& e) {
@@ -102,8 +108,9 @@ class MooncakeSource final : public RowSource {
     const std::string label = std::string("field '") + name + "'";
     if (!v.is_number_unsigned()) fail(src_, label, v.dump(), "is not a non-negative integer");
     const auto value = v.get<std::uint64_t>();
-    if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(src_, label, v.dump(), "is out of range (at most 9223372036854775807)");
+    if (value > static_cast<std::uint64_t>(checked::kMaxTokens)) {
+      fail(src_, label, v.dump(),
+           "is out of range (at most " + std::to_string(checked::kMaxTokens) + " tokens)");
     }
     const auto n = static_cast<std::int64_t>(value);
     if (n < 1) require_positive(src_, label, v.dump(), n, what);
