@@ -114,7 +114,7 @@ void refuse_non_finite(CLI::App& app) {
 
 void add_allow_large(CLI::App& app) {
   app.add_flag_callback("--allow-large", [] { lift_run_limits(); },
-                        "run even beyond the limits on requests (5e6), users (1e6), replicas "
+                        "run even beyond the limits on requests (2e6), users (1e6), replicas "
                         "(1000) and cards (8192) one run may ask for")
       ->trigger_on_parse();
   for (CLI::App* sub : app.get_subcommands({})) add_allow_large(*sub);

@@ -24,17 +24,17 @@ const char* noun(RunLimit kind) {
   return "";
 }
 
+// In RunLimit order.
+std::atomic<std::int64_t>* limits() {
+  static std::atomic<std::int64_t> values[] = {2'000'000, 1'000'000, 1'000, 8'192};
+  return values;
+}
+
 }  // namespace
 
-std::int64_t run_limit(RunLimit kind) {
-  switch (kind) {
-    case RunLimit::kRequests: return 5'000'000;
-    case RunLimit::kUsers: return 1'000'000;
-    case RunLimit::kReplicas: return 1'000;
-    case RunLimit::kCards: return 8'192;
-  }
-  return 0;
-}
+std::int64_t run_limit(RunLimit kind) { return limits()[static_cast<int>(kind)]; }
+
+void set_run_limit(RunLimit kind, std::int64_t limit) { limits()[static_cast<int>(kind)] = limit; }
 
 void lift_run_limits() { lifted() = true; }
 bool run_limits_lifted() { return lifted(); }

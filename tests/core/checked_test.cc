@@ -99,11 +99,11 @@ TEST_CASE("input limits: a file over the size limit is refused, a directory is n
 
 TEST_CASE("run limits: the message names the limit and the flag that lifts it", "[core][limits]") {
   if (capsim::run_limits_lifted()) return;  // process-wide; no test lifts it in this binary
-  CHECK(capsim::run_limit(capsim::RunLimit::kRequests) == 5'000'000);
-  CHECK_NOTHROW(capsim::check_run_limit(capsim::RunLimit::kRequests, 5e6, "--requests"));
+  CHECK(capsim::run_limit(capsim::RunLimit::kRequests) == 2'000'000);
+  CHECK_NOTHROW(capsim::check_run_limit(capsim::RunLimit::kRequests, 2e6, "--requests"));
   CHECK_THAT(error_of([] { capsim::check_run_limit(capsim::RunLimit::kRequests, 2e9, "--requests"); }),
              Contains("--requests: 2000000000 requests is more than one run may ask for (at most "
-                      "5000000 requests; such a run takes minutes and gigabytes); pass "
+                      "2000000 requests; such a run takes minutes and gigabytes); pass "
                       "--allow-large"));
   CHECK_THAT(error_of([] { capsim::check_run_limit(capsim::RunLimit::kCards, 1e9, "the cluster"); }),
              Contains("the cluster: 1000000000 cards"));
