@@ -52,6 +52,8 @@ for t in "${targets[@]}"; do
   esac
 done
 
+for t in "${targets[@]}"; do seed "$t" "" fuzz/regressions/"$t"/*; done
+
 status=0
 for t in "${targets[@]}"; do
   mkdir -p "$build/crashes/$t" "$build/corpus/$t"
@@ -59,7 +61,7 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb and -timeout turn an input that eats memory or hangs into a finding too.
   set +e
   "$build/fuzz/$t" "$build/corpus/$t" -max_total_time="$seconds" \
-      -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
+      -rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1 \
       -artifact_prefix="$build/crashes/$t/" >"$log" 2>&1
   rc=$?
   set -e

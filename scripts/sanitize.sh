@@ -3,7 +3,8 @@
 # built by clang-14 in build-asan/ with the simulation's invariant checks compiled in. The same
 # folder holds the libFuzzer targets (scripts/fuzz.sh): the library is instrumented for both, so
 # one compile serves CI's sanitizer run and its fuzz run.
-#   scripts/sanitize.sh                   configure, build capsim + capsim_tests, run ctest
+#   scripts/sanitize.sh                   configure, build capsim, the tests and the fuzz targets,
+#                                         run ctest (the tests and the fuzz regressions)
 #   scripts/sanitize.sh --configure-only  (used by scripts/fuzz.sh)
 # Any sanitizer report or broken invariant aborts the test that met it, so ctest fails.
 set -euo pipefail
@@ -17,7 +18,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
         >/dev/null
 fi
 [ "${1:-}" = "--configure-only" ] && exit 0
-cmake --build "$build" -j"$jobs" --target capsim capsim_tests
+cmake --build "$build" -j"$jobs" --target capsim capsim_tests capsim_fuzzers
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --test-dir "$build" --output-on-failure -j"$jobs"

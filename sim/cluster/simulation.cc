@@ -101,6 +101,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                      "a request finished without exactly its output tokens");
 #if CAPSIM_INVARIANTS_ON
     CAPSIM_INVARIANT(ended_.insert(s.req.id).second, "a request ended twice");
+    ++finished_all_;
 #endif
     metrics_.on_finish(s, now, current_replica_);
     --in_flight_;
@@ -183,9 +184,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     CAPSIM_INVARIANT(in_flight_ == 0, "requests still in flight when the run ended");
     CAPSIM_INVARIANT(static_cast<std::int64_t>(ended_.size()) == arrived_,
                      "arrived requests != finished + rejected");
-    CAPSIM_INVARIANT(static_cast<std::int64_t>(metrics_.records().size()) + rejected_all_ ==
-                         arrived_,
-                     "a request was lost between arrival and its record");
+    CAPSIM_INVARIANT(finished_all_ + rejected_all_ == arrived_,
+                     "a request was lost between arrival and its end");
     for (const auto& r : replicas_) {
       CAPSIM_INVARIANT(r->kv().consistent(), "KV block accounting is inconsistent");
       CAPSIM_INVARIANT(r->kv().used_blocks() == 0, "KV blocks leaked: held after every request ended");
@@ -268,7 +268,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
 #if CAPSIM_INVARIANTS_ON
   std::unordered_set<std::uint64_t> ended_;  // ids of requests that finished or were rejected
-  std::int64_t rejected_all_ = 0;            // warm-up ones included
+  std::int64_t finished_all_ = 0, rejected_all_ = 0;  // warm-up ones included
 #endif
 };
 

@@ -75,6 +75,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& where) {
     const std::size_t upto = std::min<std::size_t>(e.byte, text.size());
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(upto), '\n');
     throw Error(where + ":" + std::to_string(line) + ": malformed JSON: " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // A number beyond double's range (out_of_range 406, "number overflow") has no position.
+    throw Error(where + ": malformed JSON: " + e.what());
   }
 }
 

@@ -101,7 +101,7 @@ Input load_result(const std::string& path) {
   r.path = path;
   try {
     r.json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflow
     throw Error(path + ": not JSON (" + std::string(e.what()) + "); diff reads `capsim simulate --json FILE` "
                 "(or plan, capacity, compare) results");
   }

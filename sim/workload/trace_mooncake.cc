@@ -47,6 +47,9 @@ class MooncakeSource final : public RowSource {
     } catch (const json::parse_error& e) {
       throw Error(src_.here() + ": malformed JSON at character " + std::to_string(e.byte) +
                   "; each line must be one JSON object like " + kExample);
+    } catch (const json::exception& e) {  // a number beyond double's range: out_of_range 406
+      throw Error(src_.here() + ": malformed JSON (" + e.what() +
+                  "); each line must be one JSON object like " + kExample);
     }
     if (!j.is_object()) {
       throw Error(src_.here() + ": expected a JSON object, found " + type_word(j) +

@@ -60,6 +60,15 @@ TEST_CASE("trace robustness: a time of 1e300 s is past what can be simulated",
   CHECK_THAT(read_error("t.csv", day, 1e6), Contains("is 8.64e+10 s after the first request"));
 }
 
+TEST_CASE("trace robustness: a number beyond double's range is malformed JSON at its line",
+          "[workload][trace][robust]") {
+  CHECK(read_error("t.jsonl", "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n"
+                              "{\"timestamp\": 1e400, \"input_length\": 1, \"output_length\": 1}\n") ==
+        "t.jsonl:2: malformed JSON ([json.exception.out_of_range.406] number overflow parsing "
+        "'1e400'); each line must be one JSON object like "
+        R"({"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1]})");
+}
+
 TEST_CASE("trace robustness: JSON nested 100k deep and a line without end are refused",
           "[workload][trace][robust]") {
   const std::string deep = R"({"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": )" +
