@@ -148,7 +148,8 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   if (const auto e = root["engine"]) {
     const std::string w = p + "engine";
     check_keys(e, w, {"max_num_seqs", "max_num_batched_tokens", "block_size",
-                      "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy"});
+                      "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy",
+                      "async_scheduling"});
     if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
     if (e["max_num_batched_tokens"]) {
       s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
@@ -168,12 +169,17 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       }
     }
     if (e["policy"]) s.policy = scalar(e["policy"], w + ".policy");
+    if (e["async_scheduling"]) {
+      const std::string v = scalar(e["async_scheduling"], w + ".async_scheduling");
+      if (v != "true" && v != "false") throw Error(w + ".async_scheduling: '" + v + "'; accepted: true, false");
+      s.deployment.async_scheduling = v == "true";
+    }
   }
   if (const auto wl = root["workload"]) {
     const std::string w = p + "workload";
     check_keys(wl, w, {"users", "concurrency", "think_time", "turns", "rate", "stages", "arrival",
                        "burstiness", "prompt_tokens", "input_tokens", "output_tokens",
-                       "system_prompt_tokens", "prefix_groups", "requests", "duration", "warmup",
+                       "system_prompt_tokens", "prefix_groups", "prompts_per_group", "requests", "duration", "warmup",
                        "trace", "trace_format", "time_scale"});
     // A workload kind named here replaces the one `s` had (an override of a scenario file).
     for (const char* k : {"users", "concurrency", "rate", "stages", "trace"}) {
@@ -234,6 +240,9 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       s.system_prompt_tokens = whole(wl["system_prompt_tokens"], w + ".system_prompt_tokens", 0, 10'000'000);
     }
     if (wl["prefix_groups"]) s.prefix_groups = whole(wl["prefix_groups"], w + ".prefix_groups", 1, 1'000'000);
+    if (wl["prompts_per_group"]) {
+      s.prompts_per_group = whole(wl["prompts_per_group"], w + ".prompts_per_group", 0, 1'000'000);
+    }
     if (wl["requests"]) s.requests = whole(wl["requests"], w + ".requests", 1, 2'000'000'000);
     if (wl["duration"]) {
       s.duration = scalar(wl["duration"], w + ".duration");
@@ -279,6 +288,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     f.kv_cache = "auto";
     f.max_num_seqs.reset();
     f.max_num_batched_tokens.reset();
+    // async_scheduling is the engine's and stays as the main group's.
     Deployment d = f.resolve();
     if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
     c.groups.push_back({d, e.replicas});
@@ -307,6 +317,23 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   lengths.prompt = Distribution::parse(s.input_tokens, Distribution::Unit::kTokens, s.where("--input-tokens"));
   lengths.output = Distribution::parse(s.output_tokens, Distribution::Unit::kTokens, s.where("--output-tokens"));
   PrefixGroups prefix{s.system_prompt_tokens > 0 ? s.prefix_groups : 0, s.system_prompt_tokens};
+  if (s.prompts_per_group > 0) {
+    if (s.trace || s.users || s.concurrency) {
+      throw Error("--prompts-per-group: only for open-loop workloads (--rate or --arrival offline)");
+    }
+    prefix.prompts_per_group = s.prompts_per_group;
+    // Without a system prompt the pool is one group of prompts_per_group prompts.
+    // In 64 bits: both factors reach 1e6, and their int product would overflow.
+    if (prefix.groups == 0 && s.prefix_groups > 1) {
+      const std::int64_t pool = std::int64_t{s.prompts_per_group} * s.prefix_groups;
+      if (pool > 10'000'000) {
+        throw Error(s.where("--prompts-per-group") + ": " + std::to_string(s.prompts_per_group) +
+                    " prompts x " + std::to_string(s.prefix_groups) +
+                    " prefix groups is more than 10000000 recurring prompts");
+      }
+      prefix.prompts_per_group = static_cast<int>(pool);
+    }
+  }
   if (s.trace) {
     TraceConfig t;
     t.path = *s.trace;
@@ -397,11 +424,13 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
     bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
     bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }
-  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy");
+  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy, or a path to an engine .yaml");
   bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
   bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
   bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
+  bind_dep(&DeploymentFlags::async_scheduling, "--async-scheduling",
+           "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
   }
@@ -422,6 +451,9 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
   bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
   bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
+  bind(&ScenarioSpec::prompts_per_group, "--prompts-per-group",
+       "open loop: a pool of N recurring questions per prefix group, each resent every groups x N requests (inference-perf shared_prefix); 0 = every question unique")
+      ->check(CLI::Range(0, 1'000'000));
   bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
   bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
   bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
