@@ -34,6 +34,7 @@ struct DeploymentFlags {
   std::optional<int> max_num_batched_tokens;
   std::optional<int> block_size;
   std::optional<double> gpu_memory_utilization;
+  std::optional<long long> max_model_len;  // vLLM's --max-model-len; unset: see SchedulerLimits
 
   // Registers --model, --card, --tp, --weights, --kv-cache, --engine and the scheduler limits.
   void add_to(CLI::App& app, bool with_limits = true);

@@ -169,11 +169,12 @@ class Recorder : public ReplicaObserver {
 class ReplicaHarness {
  public:
   ReplicaHarness(SchedulerLimits lim, std::int64_t kv_blocks, const std::string& policy = "vllm-v1",
-                 double fixed_s = 0.010, double per_token_s = 0.0)
+                 double fixed_s = 0.010, double per_token_s = 0.0, KvLayout layout = KvLayout{})
       : deployment_(deployment()),
         cost_(std::make_shared<FakeStepCost>(fixed_s, per_token_s)) {
     deployment_.limits = lim;
-    replica_ = std::make_unique<Replica>(0, deployment_, cost_, kv_blocks, make_policy(policy));
+    replica_ = std::make_unique<Replica>(0, deployment_, cost_, kv_blocks, make_policy(policy),
+                                         layout);
   }
 
   // Queues a request; it reaches the replica when the clock reaches its arrival time.
