@@ -53,7 +53,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       // The longest sequence a replica serves: --max-model-len when set (the plan refuses one
       // the KV cache cannot hold, as vLLM does), otherwise the model's context capped by the
       // KV cache (vLLM refuses to start otherwise, so users set --max-model-len this low).
-      MemoryPlan plan = plan_memory(d, 1);
+      // The hybrid (sliding-window) layout is vLLM V1's; the other schedulers admit whole
+      // prompts, beyond the prefill-chunk bound the layout's capacity assumes, so they count
+      // sliding-window layers as full attention.
+      MemoryPlan plan = plan_memory(d, 1, cfg.policy == "vllm-v1");
       if (!plan.fits) {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
                     std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");

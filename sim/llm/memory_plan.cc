@@ -52,7 +52,7 @@ std::int64_t KvLayout::longest_sequence(std::int64_t blocks) const {
   return (blocks - sliding_groups * sliding_peak_blocks) / full_groups * block_size;
 }
 
-KvLayout kv_layout(const Deployment& d) {
+KvLayout kv_layout(const Deployment& d, bool hybrid) {
   const ModelSpec& m = d.model;
   KvLayout l;
   l.block_size = d.limits.block_size;
@@ -64,7 +64,7 @@ KvLayout kv_layout(const Deployment& d) {
   // reading, checked on the even case only). With more full layers than sliding ones a
   // full-attention token would need several blocks, which the block manager does not model:
   // such configs count as full attention (docs/cost-model.md#limits).
-  if (!m.has_sliding_window() || full > sliding) return l;
+  if (!hybrid || !m.has_sliding_window() || full > sliding) return l;
   l.layers_per_group = full > 0 ? full : sliding;
   l.full_groups = full > 0 ? 1 : 0;
   l.sliding_groups = cdiv(sliding, l.layers_per_group);
@@ -76,7 +76,7 @@ KvLayout kv_layout(const Deployment& d) {
   return l;
 }
 
-MemoryPlan plan_memory(const Deployment& d, long long context) {
+MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   MemoryPlan p;
   const ModelSpec& m = d.model;
   p.context = context;
@@ -98,7 +98,7 @@ MemoryPlan plan_memory(const Deployment& d, long long context) {
     if (!p.fits) p.reason = "weights, activations and runtime exceed the memory budget";
     return p;
   }
-  p.layout = kv_layout(d);
+  p.layout = kv_layout(d, hybrid_kv);
   const KvLayout& l = p.layout;
   // One pool block: block_size tokens of one group's layers (all layers without sliding windows).
   const double block_bytes = static_cast<double>(l.layers_per_group) *

@@ -42,8 +42,10 @@ struct KvLayout {
   std::int64_t longest_sequence(std::int64_t blocks) const;
 };
 
-// REQUIRES: d.validate() passed.
-KvLayout kv_layout(const Deployment& d);
+// REQUIRES: d.validate() passed. `hybrid` false lays every model out as full attention (for
+// schedulers other than vLLM V1's, whose whole-prompt admissions the sliding-window peak bound
+// does not cover).
+KvLayout kv_layout(const Deployment& d, bool hybrid = true);
 
 struct MemoryPlan {
   // Per GPU of the TP group, bytes.
@@ -72,7 +74,8 @@ struct MemoryPlan {
 
 // REQUIRES: d.validate() passed. `context` is the sequence length (prompt + output) for the
 // concurrency figure and the minimum the KV cache must hold.
-MemoryPlan plan_memory(const Deployment& d, long long context);
+// `hybrid_kv`: lay sliding-window layers out as vLLM's hybrid KV-cache manager does (kv_layout).
+MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv = true);
 
 // Peak activation workspace per GPU of one forward pass of `tokens` tokens over `seqs`
 // sequences (the profile run), bytes.

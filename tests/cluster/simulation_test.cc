@@ -611,4 +611,14 @@ TEST_CASE("simulation: gemma-2-9b with its hybrid KV layout serves a load to com
   REQUIRE(r.replicas.size() == 1);
   CHECK(r.replicas[0].memory.layout.layers_per_group == 21);
   CHECK(r.replicas[0].kv_tokens == r.replicas[0].memory.kv_tokens);
+  // The prefill-first scheduler admits whole prompts, which the layout's prefill bound does not
+  // cover: it counts gemma's sliding layers as full attention (blocks of all 42 layers), and
+  // also serves everything.
+  SimulationConfig c = single(deployment("gemma-2-9b", "h100-sxm"));
+  c.policy = "prefill-first";
+  ScriptedWorkload w2(rs);
+  const SimulationResult r2 = simulate(c, w2);
+  CHECK(r2.completed == 80);
+  CHECK_FALSE(r2.replicas[0].memory.layout.hybrid());
+  CHECK(r2.replicas[0].memory.layout.layers_per_group == 42);
 }
