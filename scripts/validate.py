@@ -12,7 +12,8 @@ takes "step_seconds" as the prediction, and reports per row the absolute percent
 and the signed error, and per source the median and 90th-percentile APE and the mean signed
 error (bias), following <shared>/docs/validation-method.md.
 
-Part 2, serving simulation: the published throughput sweeps (trtllm_v0.12_offline_throughput.csv
+Part 2, serving simulation: the real vLLM v0.15.1 serving runs of vllm_dev_runs.csv replayed end
+to end (scripts/dev_runs.py: TTFT, TPOT, E2E per run); then the published throughput sweeps (trtllm_v0.12_offline_throughput.csv
 with the tensorrt-llm profile, offline arrival and trtllm-bench's engine limits; the LMDeploy
 static-batch throughput rows) are re-run with `capsim simulate ... --seed 1 --json -` and its
 "output_throughput" is compared the same way, plus sensitivity runs of the reproduction choices.
@@ -41,6 +42,8 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dev_runs  # noqa: E402  (scripts/dev_runs.py: the vLLM development runs, end to end)
 
 # ---------------------------------------------------------------------------------------------
 # Mapping of the reference files' free-text columns to capsim's catalogue names.
@@ -938,6 +941,8 @@ class Validator:
             self.sim_apart.sort(key=lambda r: (r["file"], r["sort"], r["setting"]))
             self.sim_skipped.sort(key=str)
             self.variants = self.offline_variants()
+            self.dev_runs = dev_runs.evaluate(dev_runs.Runner(self.capsim.path), self.shared,
+                                              dev_runs.known_models(self.capsim.path))
 
     # -- summary -------------------------------------------------------------------------------
 
@@ -950,8 +955,11 @@ class Validator:
         return [r for r in self.rows if r["group"] == key]
 
     def summary(self):
-        return {key: summarize(self.group_rows(key)) for key, _ in GROUPS
-                if self.simulation or not key.startswith("simulate:")}
+        out = {key: summarize(self.group_rows(key)) for key, _ in GROUPS
+               if self.simulation or not key.startswith("simulate:")}
+        if self.simulation:
+            out.update(dev_runs.summaries(self.dev_runs))
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1286,6 +1294,11 @@ def report(v, date, summary):
         A(f"| {md_escape(title.strip())} (`{key}`) | {s['rows']} | {pct(s['median_ape'])} | "
           f"{pct(s['p90_ape'])} | {pct(s['bias'], True)} | {c['rows']} | "
           f"{pct(c['median_ape'])} | {pct(c['bias'], True)} |")
+    for key, s in summary.items():
+        if key.startswith("vllm_dev_runs:"):
+            A(f"| vllm_dev_runs.csv: simulate end to end, {key.split(':')[1]} (`{key}`) | "
+              f"{s['rows']} | {pct(s['median_ape'])} | {pct(s['p90_ape'])} | "
+              f"{pct(s['bias'], True)} | | | |")
     kernel = [r for r in v.rows if r["section"] == "kernel"]
     kvl = [r for r in v.rows if r["section"] == "lmdeploy_kv_limited"]
     A("")
@@ -1388,6 +1401,7 @@ def report(v, date, summary):
     A("")
 
     if v.simulation:
+        L.extend(dev_runs.report_lines(v.dev_runs))
         L.extend(simulation_report(v))
 
     A("## Engine overheads")

@@ -55,7 +55,7 @@ void DeploymentFlags::add_to(CLI::App& app, bool with_limits) {
   app.add_option("--kv-cache,--kv-cache-dtype", kv_cache,
                  "KV-cache precision: auto (the 16-bit type of the card), bf16, fp16, fp8")
       ->capture_default_str();
-  app.add_option("--engine", engine, "serving engine profile (capsim list engines)")
+  app.add_option("--engine", engine, "serving engine profile (capsim list engines), or a path to an engine .yaml")
       ->capture_default_str();
   if (!with_limits) return;
   app.add_option("--max-num-seqs", max_num_seqs,
@@ -80,7 +80,9 @@ Deployment DeploymentFlags::resolve() const {
   Deployment d;
   d.card = cards().find(card);
   d.model = models().find(model);
-  d.engine = engines().find(engine);
+  // A path to an engine YAML (calibration/engines format) runs a profile outside the catalogue.
+  const bool engine_file = engine.size() > 5 && engine.compare(engine.size() - 5, 5, ".yaml") == 0;
+  d.engine = engine_file ? EngineCatalogue::load_file(engine) : engines().find(engine);
   d.tp = tp;
   const Precision half = native_half(d.card);
   d.weights = weights == "auto" ? half : parse_precision(weights, "--weights");

@@ -173,7 +173,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     const std::string w = p + "workload";
     check_keys(wl, w, {"users", "concurrency", "think_time", "turns", "rate", "stages", "arrival",
                        "burstiness", "prompt_tokens", "input_tokens", "output_tokens",
-                       "system_prompt_tokens", "prefix_groups", "requests", "duration", "warmup",
+                       "system_prompt_tokens", "prefix_groups", "prompts_per_group", "requests", "duration", "warmup",
                        "trace", "trace_format", "time_scale"});
     // A workload kind named here replaces the one `s` had (an override of a scenario file).
     for (const char* k : {"users", "concurrency", "rate", "stages", "trace"}) {
@@ -212,6 +212,9 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       s.system_prompt_tokens = whole(wl["system_prompt_tokens"], w + ".system_prompt_tokens", 0, 10'000'000);
     }
     if (wl["prefix_groups"]) s.prefix_groups = whole(wl["prefix_groups"], w + ".prefix_groups", 1, 1'000'000);
+    if (wl["prompts_per_group"]) {
+      s.prompts_per_group = whole(wl["prompts_per_group"], w + ".prompts_per_group", 0, 1'000'000);
+    }
     if (wl["requests"]) s.requests = whole(wl["requests"], w + ".requests", 1, 2'000'000'000);
     if (wl["duration"]) s.duration = scalar(wl["duration"], w + ".duration");
     if (wl["warmup"]) s.warmup = scalar(wl["warmup"], w + ".warmup");
@@ -272,6 +275,14 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   lengths.prompt = Distribution::parse(s.input_tokens, Distribution::Unit::kTokens, "--input-tokens");
   lengths.output = Distribution::parse(s.output_tokens, Distribution::Unit::kTokens, "--output-tokens");
   PrefixGroups prefix{s.system_prompt_tokens > 0 ? s.prefix_groups : 0, s.system_prompt_tokens};
+  if (s.prompts_per_group > 0) {
+    if (s.trace || s.users || s.concurrency) {
+      throw Error("--prompts-per-group: only for open-loop workloads (--rate or --arrival offline)");
+    }
+    prefix.prompts_per_group = s.prompts_per_group;
+    // Without a system prompt the pool is one group of prompts_per_group prompts.
+    if (prefix.groups == 0 && s.prefix_groups > 1) prefix.prompts_per_group *= s.prefix_groups;
+  }
   if (s.trace) {
     TraceConfig t;
     t.path = *s.trace;
@@ -355,7 +366,7 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
     bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
     bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }
-  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy");
+  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy, or a path to an engine .yaml");
   bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
   bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
@@ -381,6 +392,9 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
   bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
   bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
+  bind(&ScenarioSpec::prompts_per_group, "--prompts-per-group",
+       "open loop: a pool of N recurring questions per prefix group, each resent every groups x N requests (inference-perf shared_prefix); 0 = every question unique")
+      ->check(CLI::Range(0, 1'000'000));
   bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
   bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
   bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);

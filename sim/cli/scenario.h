@@ -55,6 +55,7 @@ struct ScenarioSpec {
   std::string output_tokens = "128";
   std::int64_t system_prompt_tokens = 0;
   int prefix_groups = 1;
+  int prompts_per_group = 0;  // open loop: recurring questions per group (0 = all unique)
   std::optional<std::int64_t> requests;
   std::optional<std::string> duration;
   std::string warmup = "0s";

@@ -129,8 +129,11 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
   add_metric(j, "tpot", r.tpot);
   add_metric(j, "itl", r.itl);
   add_metric(j, "e2el", r.e2el);
-  // capsim's own.
+  // capsim's own: TTFT = front end + queue + prefill + return (docs/cost-model.md#request-path).
   add_metric(j, "queue", r.queue);
+  add_metric(j, "frontend", r.frontend);
+  add_metric(j, "prefill", r.prefill);
+  add_metric(j, "first_token_return", r.first_token_return);
   const Totals t = totals(b, r);
   j["capsim"] = {
       {"simulated_seconds", r.simulated_s},
@@ -208,7 +211,10 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   row("TPOT", r.tpot);
   row("ITL", r.itl);
   row("E2E latency", r.e2el);
-  row("queueing", r.queue);
+  row("TTFT: front end", r.frontend);
+  row("TTFT: queueing", r.queue);
+  row("TTFT: prefill", r.prefill);
+  row("TTFT: return", r.first_token_return);
   t.print(os);
   const Totals tt = totals(b, r);
   os << "\n  throughput: " << fmt("%.2f", r.request_throughput) << " requests/s, "

@@ -13,7 +13,9 @@
 namespace capsim {
 namespace {
 
-enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1 };
+// kArrival: the client sends a request; kEngineArrival: it reaches its replica's engine core
+// after the front end (docs/cost-model.md#request-path); kStepDone: a replica's step ends.
+enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2 };
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
 // so the grid has at most ~4096 points; point k stands for [k step, (k+1) step) and takes each
@@ -76,16 +78,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   }
 
   void arrive(Request r) override {
-    std::uint64_t slot;
-    if (!free_pending_.empty()) {
-      slot = free_pending_.back();
-      free_pending_.pop_back();
-      pending_[slot] = std::move(r);
-    } else {
-      slot = pending_.size();
-      pending_.push_back(std::move(r));
-    }
-    queue_.push(pending_[slot].arrival, kArrival, 0, slot);
+    const SimTime at = r.arrival;
+    queue_.push(at, kArrival, 0, hold(std::move(r)));
   }
 
   void on_token(const Sequence& s, SimTime now) override { metrics_.on_token(s, now); }
@@ -106,7 +100,11 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       now = queue_.top().time;
       while (!queue_.empty() && queue_.top().time == now) {
         const Event e = queue_.pop();
-        if (e.kind == kArrival) handle_arrival(e.payload, now); else handle_step_done(e.target, now);
+        switch (e.kind) {
+          case kArrival: handle_arrival(e.payload, now); break;
+          case kEngineArrival: handle_engine_arrival(e.target, e.payload, now); break;
+          default: handle_step_done(e.target, now); break;
+        }
         ++events;
       }
       for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
@@ -146,8 +144,37 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
+    const EngineProfile& e = replicas_[target]->deployment().engine;
+    const SimTime frontend = from_seconds(e.frontend_s + e.frontend_per_prompt_token_s *
+                                                             static_cast<double>(r.prompt_tokens));
+    if (frontend > 0) {
+      const std::uint64_t held = hold(std::move(r));
+      queue_.push(now + frontend, kEngineArrival, target, held);
+      return;
+    }
     replicas_[target]->add_request(std::move(r), now);
     kick_[target] = 1;
+  }
+
+  void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
+    Request r = std::move(pending_[slot]);
+    free_pending_.push_back(slot);
+    replicas_[target]->add_request(std::move(r), now);
+    kick_[target] = 1;
+  }
+
+  // Keeps a request in `pending_` until its event fires; returns its slot.
+  std::uint64_t hold(Request r) {
+    std::uint64_t slot;
+    if (!free_pending_.empty()) {
+      slot = free_pending_.back();
+      free_pending_.pop_back();
+      pending_[slot] = std::move(r);
+    } else {
+      slot = pending_.size();
+      pending_.push_back(std::move(r));
+    }
+    return slot;
   }
 
   void handle_step_done(std::uint32_t i, SimTime now) {
@@ -162,12 +189,15 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     res.records = metrics_.records();
     std::sort(res.records.begin(), res.records.end(),
               [](const RequestRecord& a, const RequestRecord& b) { return a.id < b.id; });
-    Samples ttft, tpot, e2el, queue;
+    Samples ttft, tpot, e2el, queue, frontend, prefill, ret;
     std::int64_t good = 0;
     for (const RequestRecord& r : res.records) {
       ttft.add(r.ttft_s);
       e2el.add(r.e2el_s);
       queue.add(r.queue_s);
+      frontend.add(r.frontend_s);
+      prefill.add(r.prefill_s);
+      ret.add(r.return_s);
       if (r.output_tokens > 1) tpot.add(r.tpot_s);
       res.total_input_tokens += r.prompt_tokens;
       res.total_output_tokens += r.output_tokens;
@@ -181,6 +211,9 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     res.tpot = summarize(tpot);
     res.e2el = summarize(e2el);
     res.queue = summarize(queue);
+    res.frontend = summarize(frontend);
+    res.prefill = summarize(prefill);
+    res.first_token_return = summarize(ret);
     res.itl = summarize(metrics_.itl());
     res.completed = static_cast<std::int64_t>(res.records.size());
     res.rejected = metrics_.rejected();

@@ -56,6 +56,8 @@ struct ClusterSample {
 struct SimulationResult {
   std::vector<RequestRecord> records;
   Percentiles ttft, tpot, itl, e2el, queue;
+  // TTFT's other parts (RequestRecord): front end, prompt computation, return of the first token.
+  Percentiles frontend, prefill, first_token_return;
   double duration_s = 0;        // first counted arrival .. last counted completion
   double simulated_s = 0;       // the whole simulated time
   std::int64_t completed = 0, rejected = 0, arrived = 0;

@@ -1,6 +1,7 @@
 #include "sim/cost/engine_profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "sim/core/error.h"
@@ -20,17 +21,38 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   e.compute_efficiency_scale = doc.quantity("kernels.compute_efficiency_scale", std::nullopt);
   e.bandwidth_efficiency_scale = doc.quantity("kernels.bandwidth_efficiency_scale", std::nullopt);
   e.attention_compute_scale = doc.quantity("kernels.attention_compute_scale", std::nullopt);
+  e.attention_bandwidth_scale = doc.quantity("kernels.attention_bandwidth_scale", std::nullopt);
+  {
+    const double k = doc.quantity("kernels.moe_dispatch_kernels", std::nullopt);
+    if (!(k >= 0 && k <= 64) || k != std::floor(k)) {
+      throw Error(doc.where("kernels.moe_dispatch_kernels") + ": " + std::to_string(k) +
+                  " is not a whole number of kernels in [0, 64]");
+    }
+    e.moe_dispatch_kernels = static_cast<int>(k);
+  }
   e.allreduce_latency_nvlink_s = doc.quantity("communication.allreduce_latency_nvlink", Kind::kTime);
   e.allreduce_latency_pcie_s = doc.quantity("communication.allreduce_latency_pcie", Kind::kTime);
   e.runtime_memory_bytes = doc.quantity("memory.runtime", Kind::kBytes);
   e.runtime_memory_tp_extra_bytes = doc.quantity("memory.runtime_tp_extra", Kind::kBytes);
   e.outside_budget_bytes = doc.quantity("memory.outside_budget", Kind::kBytes);
+  e.frontend_s = doc.quantity("request_path.frontend", Kind::kTime);
+  e.frontend_per_prompt_token_s = doc.quantity("request_path.frontend_per_prompt_token", Kind::kTime);
+  e.return_s = doc.quantity("request_path.return", Kind::kTime);
+  e.return_per_sequence_s = doc.quantity("request_path.return_per_sequence", Kind::kTime);
+  e.async_scheduling = doc.flag("request_path.async_scheduling");
+  for (const char* f : {"request_path.frontend", "request_path.frontend_per_prompt_token",
+                        "request_path.return", "request_path.return_per_sequence"}) {
+    const double v = doc.quantity(f, Kind::kTime);
+    if (!(v >= 0) || v > 10.0) {
+      throw Error(doc.where(f) + ": " + std::to_string(v) + " s is outside the accepted range [0, 10 s]");
+    }
+  }
   e.block_size = static_cast<int>(doc.quantity("defaults.block_size", std::nullopt));
   e.gpu_memory_utilization = doc.quantity("defaults.gpu_memory_utilization", std::nullopt);
   e.prefix_caching = doc.flag("defaults.enable_prefix_caching");
   e.chunked_prefill = doc.flag("defaults.enable_chunked_prefill");
   for (const char* f : {"kernels.compute_efficiency_scale", "kernels.bandwidth_efficiency_scale",
-                        "kernels.attention_compute_scale"}) {
+                        "kernels.attention_compute_scale", "kernels.attention_bandwidth_scale"}) {
     const double v = doc.quantity(f, std::nullopt);
     if (v <= 0 || v > 1.5) throw Error(doc.where(f) + ": " + std::to_string(v) +
                                        " is outside the accepted range (0, 1.5]");
@@ -41,8 +63,12 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   if (e.block_size < 1) throw Error(doc.where("defaults.block_size") + ": must be >= 1");
   for (const char* f : {"overhead.step", "overhead.per_sequence", "memory.runtime",
                         "memory.runtime_tp_extra", "memory.outside_budget", "kernels.compute_efficiency_scale",
-                        "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale", "communication.allreduce_latency_nvlink",
-                        "communication.allreduce_latency_pcie"}) {
+                        "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale",
+                        "kernels.attention_bandwidth_scale", "kernels.moe_dispatch_kernels",
+                        "communication.allreduce_latency_nvlink",
+                        "communication.allreduce_latency_pcie", "request_path.frontend",
+                        "request_path.frontend_per_prompt_token", "request_path.return",
+                        "request_path.return_per_sequence", "request_path.async_scheduling"}) {
     e.sources[f] = doc.source_of(f);
   }
   return e;

@@ -24,6 +24,10 @@ struct EngineProfile {
   double bandwidth_efficiency_scale = 1;
   // Attention kernels reach this fraction of the card's GEMM compute efficiency.
   double attention_compute_scale = 1;
+  // Attention's KV-cache reads reach this multiple of the card's bandwidth efficiency.
+  double attention_bandwidth_scale = 1;
+  // Kernels per MoE layer besides the expert GEMMs (routing, token permutation, combine).
+  int moe_dispatch_kernels = 0;
 
   // Latency of one small all-reduce (seconds): over NVLink/P2P (custom all-reduce kernels) and
   // over PCIe through NCCL.
@@ -38,6 +42,20 @@ struct EngineProfile {
   // Memory outside the budget, in the 1 - gpu_memory_utilization headroom: CUDA context and
   // captured graphs (bytes, per GPU).
   double outside_budget_bytes = 0;
+
+  // The path of a request outside the GPU step (docs/cost-model.md#request-path), as the
+  // client sees it. Front end: HTTP handling and tokenisation in the API server before the
+  // engine core can schedule the request (seconds, plus seconds per prompt token). Return: from
+  // the end of the step that sampled a token to the client receiving it (output processing,
+  // detokenisation, streaming; seconds, plus seconds per sequence that emitted a token in that
+  // step, since the output processor walks them all before sending).
+  double frontend_s = 0;
+  double frontend_per_prompt_token_s = 0;
+  double return_s = 0;
+  double return_per_sequence_s = 0;
+  // Asynchronous scheduling (vLLM >= 0.14 default): step N+1 is scheduled while step N runs, so
+  // a request that reaches the engine core during step N can run no earlier than step N+2.
+  bool async_scheduling = false;
 
   // Scheduler defaults (vLLM names).
   int block_size = 16;

@@ -76,6 +76,15 @@ RooflineCost::RooflineCost(const Deployment& d) {
                     std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale *
                                       e.attention_compute_scale);
   bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
+  // The attention kernels' KV reads are long, contiguous-per-block streams that reach a
+  // different share of peak than the weight GEMMs (docs/cost-model.md#attention).
+  attention_bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency *
+                                                             e.bandwidth_efficiency_scale *
+                                                             e.attention_bandwidth_scale);
+  // W8A8 experts quantise their input before each of the two grouped GEMMs, one kernel each
+  // (vllm/model_executor/layers/fused_moe/utils.py moe_kernel_quantize_input).
+  moe_dispatch_kernels_ = static_cast<double>(e.moe_dispatch_kernels) +
+                          (e.moe_dispatch_kernels > 0 && d.compute_precision() == Precision::kFp8 ? 2.0 : 0.0);
   kernel_floor_ = c.kernel_floor_s;
 
   // Link: NVLink inside its domain, otherwise PCIe (halved without peer-to-peer, since data is
@@ -100,9 +109,9 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   if (b.empty()) return out;
   const double t = static_cast<double>(b.tokens());
   const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
-                       double repeat) {
+                       double repeat, double bandwidth) {
     const double c = flops / rate;
-    const double mem = bytes / bandwidth_;
+    const double mem = bytes / bandwidth;
     const double floor = kernels * kernel_floor_;
     // Near the ridge point a kernel is held back by both limits at once, so the two times are
     // combined as a 2-norm rather than a max (docs/cost-model.md#step-time); far from it the
@@ -120,20 +129,23 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   const double wb = linear_bytes_per_param_;
 
   // Per layer, all layers alike.
-  add("qkv_proj", 2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_);
+  add("qkv_proj", 2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
+      bandwidth_);
   if (b.prefill_tokens > 0) {
     add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
         (b.prefill_kv_tokens + static_cast<double>(b.prefill_tokens)) * kv_bytes_per_token_layer_,
-        attention_rate_, 1, layers_);
+        attention_rate_, 1, layers_, attention_bandwidth_);
   }
   if (b.decode_sequences > 0) {
     add("attention_decode", attention_flops_per_pair_ * b.decode_context_tokens,
-        b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, layers_);
+        b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, layers_,
+        attention_bandwidth_);
   }
-  add("o_proj", 2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_);
+  add("o_proj", 2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
+      bandwidth_);
   if (dense_layers_ > 0) {
     add("mlp", 2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
-        gemm_rate_, 2, dense_layers_);
+        gemm_rate_, 2, dense_layers_, bandwidth_);
   }
   if (moe_layers_ > 0) {
     // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
@@ -142,17 +154,24 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
     const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
     const double bytes = (hit * expert_params_ + shared_params_) * wb + router_params_ * act +
                          2 * t * hidden_ * act;
-    add("moe_mlp", flops, bytes, gemm_rate_, 3, moe_layers_);
+    add("moe_mlp", flops, bytes, gemm_rate_, 3, moe_layers_, bandwidth_);
+    // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the
+    // activation between the two grouped GEMMs and the weighted combine, each its own kernel;
+    // each token's hidden state is copied to its k expert slots and back.
+    if (moe_dispatch_kernels_ > 0) {
+      add("moe_dispatch", 0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_,
+          moe_dispatch_kernels_, moe_layers_, bandwidth_);
+    }
   }
   // Norms, rotary embedding, activation function, residual adds: ~10 reads/writes of the hidden
   // state per token per layer, in three fused kernels.
-  add("elementwise", 0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_);
+  add("elementwise", 0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_, bandwidth_);
 
   // Once per step: the LM head for sequences that sample.
   if (b.logit_sequences > 0) {
     const double n = static_cast<double>(b.logit_sequences);
     add("lm_head", 2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
-        gemm_rate_, 1, 1);
+        gemm_rate_, 1, 1, bandwidth_);
   }
 
   // Tensor parallelism: two all-reduces per layer of t x hidden 16-bit values.

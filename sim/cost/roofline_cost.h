@@ -24,6 +24,7 @@ class RooflineCost : public StepCost {
   double gemm_flops_per_s() const { return gemm_rate_; }
   double attention_flops_per_s() const { return attention_rate_; }
   double bytes_per_s() const { return bandwidth_; }
+  double attention_bytes_per_s() const { return attention_bandwidth_; }
   double link_bytes_per_s() const { return link_bandwidth_; }
   double allreduce_latency_s() const { return allreduce_latency_; }
   double peak_flops() const { return peak_flops_; }
@@ -44,7 +45,8 @@ class RooflineCost : public StepCost {
   double experts_ = 0, experts_per_token_ = 0;
   int tp_ = 1;
   // Rates.
-  double gemm_rate_ = 0, attention_rate_ = 0, bandwidth_ = 0;
+  double gemm_rate_ = 0, attention_rate_ = 0, bandwidth_ = 0, attention_bandwidth_ = 0;
+  double moe_dispatch_kernels_ = 0;
   double peak_flops_ = 0, peak_bandwidth_ = 0;
   double link_bandwidth_ = 0, allreduce_latency_ = 0;
   double kernel_floor_ = 0;

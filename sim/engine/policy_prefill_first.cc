@@ -12,6 +12,7 @@ void PrefillFirstPolicy::schedule(Replica& r, StepPlan& plan) {
   std::int64_t budget = lim.max_num_batched_tokens;
   while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs) {
     const std::int32_t slot = waiting.front();
+    if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     const std::int64_t hits = r.lookup_hits(s);
     const std::int64_t want = s.tokens() - hits * lim.block_size;

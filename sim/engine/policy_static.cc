@@ -16,6 +16,7 @@ void StaticBatchPolicy::schedule(Replica& r, StepPlan& plan) {
   const SchedulerLimits& lim = r.limits();
   while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs) {
     const std::int32_t slot = waiting.front();
+    if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     const std::int64_t whole = s.req.prompt_tokens + s.req.output_tokens;
     if (!r.admit(slot, 0, whole)) break;  // reserves the whole sequence

@@ -37,6 +37,7 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
   auto& waiting = r.waiting();
   while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs && budget > 0) {
     const std::int32_t slot = waiting.front();
+    if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     const std::int64_t hits = r.lookup_hits(s);
     const std::int64_t want = s.tokens() - hits * lim.block_size;

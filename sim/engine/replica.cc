@@ -111,6 +111,7 @@ void Replica::add_request(Request r, SimTime now) {
     seqs_.emplace_back();
   }
   seqs_[static_cast<std::size_t>(slot)].req = std::move(r);
+  seqs_[static_cast<std::size_t>(slot)].engine_arrival = now;
   waiting_.push_back(slot);
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
   if (now >= stats_.timeline_next) sample_timeline(now);
@@ -242,7 +243,16 @@ void Replica::plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens) 
 SimTime Replica::begin_step(SimTime now) {
   assert(!stepping_);
   plan_.clear();
+  // Back to back with the step that just ended, an asynchronous scheduler formed this step when
+  // that one started; after an idle gap it forms it now. When the coming step would otherwise
+  // be empty the engine waits for the step in flight and schedules afresh, so it sees `now`.
+  const bool back_to_back = deployment_->engine.async_scheduling && last_step_end_ == now;
+  visible_until_ = back_to_back ? step_start_ : now;
   policy_->schedule(*this, plan_);
+  if (back_to_back && plan_.items.empty() && plan_.preempted == 0 && !waiting_.empty()) {
+    visible_until_ = now;
+    policy_->schedule(*this, plan_);
+  }
   stats_.running.add(now, static_cast<double>(running_.size()));
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
   stats_.kv_used_fraction.add(
@@ -277,18 +287,32 @@ SimTime Replica::begin_step(SimTime now) {
 void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   assert(stepping_);
   stepping_ = false;
+  last_step_end_ = now;
   bool any_finished = false;
+  // The client receives this step's tokens after the return path, which walks every sequence
+  // that emitted one (docs/cost-model.md#request-path).
+  std::int64_t emitting = 0;
+  for (const ScheduledItem& it : plan_.items) {
+    const Sequence& s = seq(it.slot);
+    if (s.computed + it.tokens >= s.tokens()) ++emitting;
+  }
+  const EngineProfile& e = deployment_->engine;
+  const SimTime delivered =
+      now + from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(emitting));
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
     s.computed += it.tokens;
     if (s.computed < s.tokens()) continue;  // a prefill chunk that is not the last
     s.generated += 1;
-    if (s.first_token < 0) s.first_token = now;
-    obs.on_token(s, now);
-    s.last_token = now;
+    if (s.first_token < 0) {
+      s.first_token_engine = now;
+      s.first_token = delivered;
+    }
+    obs.on_token(s, delivered);
+    s.last_token = delivered;
     if (s.generated >= s.req.output_tokens) {
       release_all(s);
-      obs.on_finish(s, now);
+      obs.on_finish(s, delivered);
       free_slots_.push_back(it.slot);
       s.req.segments.clear();
       s.req.segments.shrink_to_fit();

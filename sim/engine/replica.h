@@ -35,7 +35,11 @@ struct Sequence {
   std::int64_t sw_first = 0;
   std::vector<std::uint64_t> hashes;  // hashes of this sequence's full blocks, computed lazily
   std::int64_t registered = 0;        // leading blocks published to the prefix cache
-  SimTime first_scheduled = -1, first_token = -1, last_token = -1;
+  SimTime engine_arrival = -1;  // reached the engine core (after the front end)
+  SimTime first_scheduled = -1;
+  SimTime first_token_engine = -1;  // end of the step that sampled the first token
+  // When the client receives the first and the latest token (engine time + return path).
+  SimTime first_token = -1, last_token = -1;
   std::int32_t preemptions = 0;
   std::int64_t prefix_hit_tokens = 0;  // at first admission
 
@@ -59,6 +63,7 @@ struct StepPlan {
 class ReplicaObserver {
  public:
   virtual ~ReplicaObserver() = default;
+  // `now` is when the client receives the token (the step's end plus the return path).
   virtual void on_token(const Sequence& s, SimTime now) = 0;     // after s.generated grew
   virtual void on_finish(const Sequence& s, SimTime now) = 0;    // s is complete
 };
@@ -125,7 +130,13 @@ class Replica {
   const Deployment& deployment() const { return *deployment_; }
   const SchedulerLimits& limits() const { return deployment_->limits; }
 
+  // `now` is when the request reaches the engine core (the client sent it at r.arrival).
   void add_request(Request r, SimTime now);
+  // Whether the scheduler forming the coming step can see `s` yet. With asynchronous
+  // scheduling a step is formed while the previous one runs, from the requests that had
+  // reached the engine when that previous step started (vllm/v1/engine/core.py
+  // step_with_batch_queue; vllm-v1-notes.md section 5).
+  bool schedulable(const Sequence& s) const { return s.engine_arrival <= visible_until_; }
   bool stepping() const { return stepping_; }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   // Plans a step at `now`; returns its duration (>= 1 ns), or 0 when nothing can run.
@@ -183,6 +194,8 @@ class Replica {
   StepPlan plan_;
   bool stepping_ = false;
   SimTime step_start_ = 0;
+  SimTime last_step_end_ = -1;
+  SimTime visible_until_ = 0;
   ReplicaStats stats_;
 };
 

@@ -35,7 +35,10 @@ void MetricsCollector::on_finish(const Sequence& s, SimTime now, std::uint32_t r
   RequestRecord r;
   r.id = s.req.id;
   r.arrival_s = to_seconds(s.req.arrival);
-  r.queue_s = to_seconds(s.first_scheduled - s.req.arrival);
+  r.frontend_s = to_seconds(s.engine_arrival - s.req.arrival);
+  r.queue_s = to_seconds(s.first_scheduled - s.engine_arrival);
+  r.prefill_s = to_seconds(s.first_token_engine - s.first_scheduled);
+  r.return_s = to_seconds(s.first_token - s.first_token_engine);
   r.ttft_s = to_seconds(s.first_token - s.req.arrival);
   r.e2el_s = to_seconds(now - s.req.arrival);
   r.tpot_s = s.generated > 1 ? (r.e2el_s - r.ttft_s) / static_cast<double>(s.generated - 1) : 0.0;

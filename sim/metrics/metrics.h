@@ -22,9 +22,13 @@ struct RequestSlo {
   bool any() const { return ttft_s || tpot_s || e2el_s; }
 };
 
+// TTFT = frontend_s + queue_s + prefill_s + return_s: the API server's work before the engine
+// core has the request, the wait until a step first schedules it (including the step in flight
+// and, with asynchronous scheduling, the one already formed), the steps that compute its prompt,
+// and the return path of the first token to the client (docs/cost-model.md#request-path).
 struct RequestRecord {
   std::uint64_t id;
-  double arrival_s, queue_s, ttft_s, e2el_s, tpot_s;
+  double arrival_s, frontend_s, queue_s, prefill_s, return_s, ttft_s, e2el_s, tpot_s;
   std::int64_t prompt_tokens, output_tokens, prefix_hit_tokens;
   std::int32_t preemptions;
   std::uint32_t replica;

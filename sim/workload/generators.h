@@ -38,6 +38,11 @@ struct LengthSpec {
 struct PrefixGroups {
   int groups = 0;  // 0 = no shared system prompt
   std::int64_t system_prompt_tokens = 0;
+  // Open loop only. 0: every request asks its own question. N > 0: a fixed pool of N questions
+  // per group (groups x N prompts, lengths drawn once), shuffled once; request i sends prompt
+  // pool[i mod size], so each prompt recurs every `size` requests, as inference-perf's
+  // shared_prefix generator does (num_groups x num_prompts_per_group).
+  int prompts_per_group = 0;
 };
 
 struct OpenLoopConfig {

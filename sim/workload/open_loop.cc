@@ -1,6 +1,7 @@
 // Open-loop arrivals: requests come whatever the server does. Inter-arrival gaps are drawn
 // lazily, one request ahead. Gamma gaps follow vLLM's benchmark (shape = burstiness,
 // scale = 1 / (rate x burstiness)), so burstiness 1 is Poisson and < 1 is burstier.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -46,6 +47,7 @@ class OpenLoop : public Workload {
     if (!c_.requests && !c_.duration_s) {
       throw Error("open-loop workload: give --requests N or --duration D (it would never end)");
     }
+    if (c_.prefix.prompts_per_group > 0) build_prompt_pool();
   }
 
   void start(ArrivalSink& sink) override { emit(sink); }
@@ -66,6 +68,10 @@ class OpenLoop : public Workload {
       o << "; " << c_.prefix.groups << " shared system prompts of " << c_.prefix.system_prompt_tokens
         << " tokens";
     }
+    if (!pool_length_.empty()) {
+      o << "; " << pool_length_.size() << " recurring prompts (" << c_.prefix.prompts_per_group
+        << " per group)";
+    }
     return o.str();
   }
 
@@ -78,6 +84,11 @@ class OpenLoop : public Workload {
     Request r;
     r.id = emitted_++;
     r.arrival = from_seconds(clock_s_);
+    if (!pool_length_.empty()) {
+      emit_from_pool(r);
+      sink.arrive(std::move(r));
+      return;
+    }
     const auto question = static_cast<std::int64_t>(c_.lengths.prompt.sample(lengths_));
     r.output_tokens = static_cast<std::int64_t>(c_.lengths.output.sample(lengths_));
     if (c_.prefix.groups > 0) {
@@ -90,6 +101,45 @@ class OpenLoop : public Workload {
       r.prompt_tokens = question;
     }
     sink.arrive(std::move(r));
+  }
+
+  // The pool's prompt lengths and its one shuffle (Fisher-Yates) come from their own RNG
+  // streams, so the arrival times and output lengths do not depend on the pool.
+  void build_prompt_pool() {
+    constexpr std::int64_t kMaxPool = 10'000'000;
+    const std::int64_t groups = std::max(1, c_.prefix.groups);
+    const std::int64_t size = groups * c_.prefix.prompts_per_group;
+    if (size > kMaxPool) {
+      throw Error("prompts_per_group: " + std::to_string(groups) + " groups x " +
+                  std::to_string(c_.prefix.prompts_per_group) + " prompts is more than " +
+                  std::to_string(kMaxPool) + " recurring prompts");
+    }
+    Rng lengths = Rng(c_.seed).split(3), shuffle = Rng(c_.seed).split(4);
+    pool_length_.resize(static_cast<std::size_t>(size));
+    for (auto& len : pool_length_) len = static_cast<std::int64_t>(c_.lengths.prompt.sample(lengths));
+    pool_order_.resize(static_cast<std::size_t>(size));
+    for (std::int64_t i = 0; i < size; ++i) pool_order_[static_cast<std::size_t>(i)] = i;
+    for (std::int64_t i = size - 1; i > 0; --i) {
+      std::swap(pool_order_[static_cast<std::size_t>(i)],
+                pool_order_[static_cast<std::size_t>(shuffle.uniform_int(0, i))]);
+    }
+  }
+
+  // Request r.id sends pool prompt order[id mod size]: its group's system prompt (if any), then
+  // the prompt's own question; the answer is unique to the request.
+  void emit_from_pool(Request& r) {
+    const auto size = static_cast<std::uint64_t>(pool_order_.size());
+    const std::int64_t p = pool_order_[static_cast<std::size_t>(r.id % size)];
+    const std::int64_t question = pool_length_[static_cast<std::size_t>(p)];
+    r.output_tokens = static_cast<std::int64_t>(c_.lengths.output.sample(lengths_));
+    r.prompt_tokens = question;
+    if (c_.prefix.groups > 0) {
+      const auto g = static_cast<std::uint64_t>(p / c_.prefix.prompts_per_group);
+      r.segments.push_back({0x5000000000000000ULL + g, c_.prefix.system_prompt_tokens});
+      r.prompt_tokens += c_.prefix.system_prompt_tokens;
+    }
+    r.segments.push_back({0x2000000000000000ULL + static_cast<std::uint64_t>(p), question});
+    r.segments.push_back({0x1000000000000000ULL + r.id * 2 + 1, r.output_tokens});
   }
 
   void advance_clock() {
@@ -118,6 +168,8 @@ class OpenLoop : public Workload {
   Rng arrivals_, lengths_;
   double clock_s_ = 0;
   std::int64_t emitted_ = 0;
+  std::vector<std::int64_t> pool_length_;  // question tokens of each pool prompt
+  std::vector<std::int64_t> pool_order_;   // the shuffled pool: request i sends order[i % size]
 };
 
 }  // namespace

@@ -383,7 +383,7 @@ TEST_CASE("replica: sliding-window layers hold only their window's blocks",
   l.sliding_window = 64;
   l.sliding_peak_blocks = (64 - 1 + 1000 + 15) / 16 + 1;  // 68
   // One request: 160-token prompt, 40 output tokens; budget 1000, so the prompt runs whole.
-  ReplicaHarness h(limits(4, 1000, false), 100, "vllm-v1", 0.010, 0.0, l);
+  ReplicaHarness h(limits(4, 1000, false), 100, "vllm-v1", 0.010, 0.0, std::nullopt, l);
   h.add(request(0, 0, 160, 40));
   //   step 1 (prefill, computed 0 -> 160): full 160/16 = 10 blocks; sliding: nothing is before
   //     the window yet (0 - 64 + 1 < 0), so blocks 0..9 as well: 20 blocks in use.
@@ -417,7 +417,7 @@ TEST_CASE("replica: a sliding-window prefill waits for blocks like any other",
   l.sliding_groups = 1;
   l.sliding_window = 64;
   l.sliding_peak_blocks = 68;
-  ReplicaHarness h(limits(4, 1000, false), 24, "vllm-v1", 0.010, 0.0, l);
+  ReplicaHarness h(limits(4, 1000, false), 24, "vllm-v1", 0.010, 0.0, std::nullopt, l);
   h.add(request(0, 0, 160, 4));
   h.add(request(1, 0, 160, 4));
   REQUIRE(h.step());

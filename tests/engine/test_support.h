@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,15 +57,26 @@ inline const EngineCatalogue& engine_catalogue() {
   return e;
 }
 
+// The engine profile without its request path (no front end, no return delay, synchronous
+// scheduling): what the scheduler and KV tests work by hand. Request-path tests use the
+// profile as shipped.
+inline EngineProfile without_request_path(EngineProfile e) {
+  e.frontend_s = e.frontend_per_prompt_token_s = e.return_s = e.return_per_sequence_s = 0;
+  e.async_scheduling = false;
+  return e;
+}
+
 // `model` on one `card` with vLLM's defaults for that card (default_limits), 16-bit weights and
-// KV cache of the card's native type. Override d.limits afterwards.
+// KV cache of the card's native type, and the engine without its request path unless
+// `request_path` is true. Override d.limits afterwards.
 inline Deployment deployment(const std::string& model = "llama-3.1-8b",
                              const std::string& card = "h100-sxm", int tp = 1,
-                             const std::string& engine = "vllm") {
+                             const std::string& engine = "vllm", bool request_path = false) {
   Deployment d;
   d.model = model_catalogue().find(model);
   d.card = card_catalogue().find(card);
   d.engine = engine_catalogue().find(engine);
+  if (!request_path) d.engine = without_request_path(d.engine);
   d.tp = tp;
   d.weights = native_half(d.card);
   d.kv_cache = d.weights;
@@ -169,10 +181,12 @@ class Recorder : public ReplicaObserver {
 class ReplicaHarness {
  public:
   ReplicaHarness(SchedulerLimits lim, std::int64_t kv_blocks, const std::string& policy = "vllm-v1",
-                 double fixed_s = 0.010, double per_token_s = 0.0, KvLayout layout = KvLayout{})
+                 double fixed_s = 0.010, double per_token_s = 0.0,
+                 std::optional<EngineProfile> engine = std::nullopt, KvLayout layout = KvLayout{})
       : deployment_(deployment()),
         cost_(std::make_shared<FakeStepCost>(fixed_s, per_token_s)) {
     deployment_.limits = lim;
+    if (engine) deployment_.engine = *engine;
     replica_ = std::make_unique<Replica>(0, deployment_, cost_, kv_blocks, make_policy(policy),
                                          layout);
   }
