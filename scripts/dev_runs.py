@@ -281,14 +281,16 @@ def report_lines(recs):
     A("<a id=\"vllm-dev-runs\"></a>")
     A("## vLLM v0.15.1 serving runs, end to end (vllm_dev_runs.csv)")
     A("")
+    path = engine_path_values()
     A("Each run replayed through `capsim simulate` with the workload the load generator really "
       "sent (scripts/dev_runs.py: 10 groups x 10 recurring prompts, constant arrivals in the "
       "run's stages, fixed output lengths) and the run's engine settings; the default `vllm` "
       "profile, whose request path (docs/cost-model.md#request-path) was fitted on these runs' "
-      "mean TTFT (17 inference-perf runs: front end 9.47 us per prompt token, return 111 us per "
-      "emitting sequence; leave-one-out median 7.5%). TPOT = (E2E mean - TTFT mean) / (output - 1), "
-      "vllm_dev_runs.md's recommended per-token truth. Runs marked overloaded, superseded or "
-      "DP=2 are listed but not in the medians.")
+      f"mean TTFT (`python3 scripts/dev_runs.py --fit`, the 17 inference-perf runs: {path}). "
+      "TPOT = (E2E mean - TTFT mean) / (output - 1), vllm_dev_runs.md's recommended per-token "
+      "truth. Runs marked overloaded, superseded or DP=2 are listed but not in the medians; "
+      "the one `vllm bench serve` run (gpt-oss-120b on H200, 64 requests started at once) is "
+      "checked, not fitted.")
     A("")
     A("| metric | runs | median APE % | p90 APE % | bias % |")
     A("|---|---:|---:|---:|---:|")
@@ -338,6 +340,17 @@ def report_lines(recs):
     return L
 
 
+def engine_path_values():
+    """The shipped vllm profile's request path, as text for the report."""
+    text = open(os.path.join(REPO, "calibration", "engines", "vllm.yaml"), encoding="utf-8").read()
+    vals = {}
+    for field in ("frontend", "frontend_per_prompt_token", "return", "return_per_sequence"):
+        m = re.search(rf"\n  {field}: \{{value: ([^,]+),", text)
+        vals[field] = m.group(1) if m else "?"
+    return (f"front end {vals['frontend']} + {vals['frontend_per_prompt_token']} per prompt token, "
+            f"return {vals['return']} + {vals['return_per_sequence']} per emitting sequence")
+
+
 def engine_without_path(tmpdir):
     """A copy of the vllm profile with the front end and return path zeroed (for the fit)."""
     src = os.path.join(REPO, "calibration", "engines", "vllm.yaml")
@@ -361,8 +374,17 @@ def fit(capsim, shared, known_ids):
     # Relative residuals (each run's equation divided by its measured TTFT), so the fit
     # minimises the errors the validation reports rather than the largest runs' milliseconds.
     ws = [1.0 / r["measured"]["ttft_mean"] for r in used]
-    coef = nnls([[xi * w for xi in x] for x, w in zip(xs, ws)], [y * w for y, w in zip(ys, ws)])
-    return coef, used, ys
+
+    def solve_on(idx):
+        return nnls([[xi * ws[i] for xi in xs[i]] for i in idx], [ys[i] * ws[i] for i in idx])
+    coef = solve_on(range(len(used)))
+    # Leave-one-out: each run's mean TTFT predicted with the path fitted on the others.
+    loo = []
+    for k in range(len(used)):
+        c = solve_on([i for i in range(len(used)) if i != k])
+        pred = used[k]["predicted"]["ttft_mean"] + sum(ci * xi for ci, xi in zip(c, xs[k]))
+        loo.append(abs(pred - used[k]["measured"]["ttft_mean"]) / used[k]["measured"]["ttft_mean"])
+    return coef, used, ys, statistics.median(loo)
 
 
 def main(argv=None):
@@ -377,11 +399,12 @@ def main(argv=None):
         return 1
     ids = known_models(a.capsim)
     if a.fit:
-        coef, used, ys = fit(a.capsim, a.shared, ids)
+        coef, used, ys, loo = fit(a.capsim, a.shared, ids)
         print(f"request path fit on {len(used)} runs (measured - simulated mean TTFT, ms):")
         print(f"  constant (front end + return) {coef[0]:.3f} ms")
         print(f"  per prompt token              {coef[1] * 1e3:.3f} us")
         print(f"  per sequence in the step      {coef[2] * 1e3:.3f} us")
+        print(f"  leave-one-out median error of mean TTFT {100 * loo:.1f}%")
         for r, y in zip(used, ys):
             f = coef[0] + coef[1] * r["prompt"] + coef[2] * r["batch"]
             print(f"  {r['run'][:48]:48s} residual {y:7.2f} fitted {f:7.2f} "

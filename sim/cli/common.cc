@@ -97,6 +97,7 @@ Deployment DeploymentFlags::resolve() const {
   if (block_size) d.limits.block_size = *block_size;
   if (gpu_memory_utilization) d.limits.gpu_memory_utilization = *gpu_memory_utilization;
   if (max_model_len) d.limits.max_model_len = *max_model_len;
+  if (async_scheduling) d.engine.async_scheduling = *async_scheduling;
   d.validate();
   return d;
 }

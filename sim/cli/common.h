@@ -35,6 +35,8 @@ struct DeploymentFlags {
   std::optional<int> block_size;
   std::optional<double> gpu_memory_utilization;
   std::optional<long long> max_model_len;  // vLLM's --max-model-len; unset: see SchedulerLimits
+  // vLLM's --async-scheduling (on by default from v0.14); unset = the engine profile's.
+  std::optional<bool> async_scheduling;
 
   // Registers --model, --card, --tp, --weights, --kv-cache, --engine and the scheduler limits.
   void add_to(CLI::App& app, bool with_limits = true);

@@ -145,7 +145,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     const std::string w = p + "engine";
     check_keys(e, w, {"max_num_seqs", "max_num_batched_tokens", "block_size",
                       "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy",
-                      "max_model_len"});
+                      "max_model_len", "async_scheduling"});
     if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
     if (e["max_num_batched_tokens"]) {
       s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
@@ -168,6 +168,11 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       }
     }
     if (e["policy"]) s.policy = scalar(e["policy"], w + ".policy");
+    if (e["async_scheduling"]) {
+      const std::string v = scalar(e["async_scheduling"], w + ".async_scheduling");
+      if (v != "true" && v != "false") throw Error(w + ".async_scheduling: '" + v + "'; accepted: true, false");
+      s.deployment.async_scheduling = v == "true";
+    }
   }
   if (const auto wl = root["workload"]) {
     const std::string w = p + "workload";
@@ -251,6 +256,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     f.kv_cache = "auto";
     f.max_num_seqs.reset();
     f.max_num_batched_tokens.reset();
+    // async_scheduling is the engine's and stays as the main group's.
     Deployment d = f.resolve();
     if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
     c.groups.push_back({d, e.replicas});
@@ -372,6 +378,8 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
   bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
   bind_dep(&DeploymentFlags::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
+  bind_dep(&DeploymentFlags::async_scheduling, "--async-scheduling",
+           "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
   }

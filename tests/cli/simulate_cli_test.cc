@@ -313,3 +313,30 @@ TEST_CASE("simulate cli: a bad engine.max_model_len exits 2 naming the field", "
   check_refused(simulate("-q '" + y2 + "'"),
                 "capsim: error: --max-model-len: 131073 exceeds llama-3.1-8b's context of 131072 tokens");
 }
+
+TEST_CASE("simulate cli: --async-scheduling false removes the step of lag, not the front end",
+          "[cli][simulate][request-path]") {
+  // The same run with vLLM's default (async scheduling on) and with it off. Turning it off
+  // leaves the front end untouched (it does not depend on scheduling: 8.92 us per prompt token
+  // in calibration/engines/vllm.yaml) and shortens the wait for the first step: at 20 req/s
+  // requests mostly arrive while others decode, so with async scheduling each waits about one
+  // step more (the step already formed).
+  const Run on = simulate(std::string(kSmall) + " --json -");
+  const Run off = simulate(std::string(kSmall) + " --async-scheduling false --json -");
+  REQUIRE(on.status == 0);
+  REQUIRE(off.status == 0);
+  const auto a = nlohmann::json::parse(on.out), b = nlohmann::json::parse(off.out);
+  CHECK(a.at("mean_frontend_ms").get<double>() == Approx(b.at("mean_frontend_ms").get<double>()));
+  CHECK(a.at("mean_frontend_ms").get<double>() > 0);
+  const double step_ms = b.at("capsim").at("mean_step_ms").get<double>();
+  CHECK(a.at("mean_queue_ms").get<double>() > b.at("mean_queue_ms").get<double>() + 0.5 * step_ms);
+  // TTFT = front end + queue + prefill + return, per request and so in the means.
+  for (const auto* j : {&a, &b}) {
+    const double parts = j->at("mean_frontend_ms").get<double>() + j->at("mean_queue_ms").get<double>() +
+                         j->at("mean_prefill_ms").get<double>() +
+                         j->at("mean_first_token_return_ms").get<double>();
+    CHECK(j->at("mean_ttft_ms").get<double>() == Approx(parts).epsilon(1e-9));
+  }
+  const Run bad = simulate(std::string(kSmall) + " --async-scheduling maybe");
+  CHECK(bad.status == 2);
+}
