@@ -128,6 +128,8 @@ def run_args(row, shared, known_ids):
              "--max-num-batched-tokens", str(int(num(row["max_num_batched_tokens"]))),
              "--gpu-memory-utilization", str(num(row["gpu_memory_utilization"]) or 0.9),
              "--output-tokens", str(out)]
+    if row["prefix_caching"].lower().startswith("disabled"):
+        args += ["--prefix-caching", "false"]
     rates = row["stage_rates_rps"].split("|")
     if rates == ["inf"]:
         # vllm bench serve at a fixed concurrency (the conc in the run's name), random prompts.

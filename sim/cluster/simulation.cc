@@ -243,6 +243,14 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                               plans_[i].kv_tokens, st, plans_[i]});
     }
     res.prefix_hit_rate = looked ? static_cast<double>(hit) / looked : 0;
+    double async_busy = 0;
+    std::int64_t async_steps = 0;
+    for (const auto& r : replicas_) {
+      if (!r->deployment().engine.async_scheduling) continue;
+      async_busy += r->stats().busy_seconds;
+      async_steps += r->stats().steps;
+    }
+    if (async_steps > 0) res.scheduling_lag_s = async_busy / static_cast<double>(async_steps);
     res.timeline = cluster_timeline(res.replicas, res.simulated_s);
     return res;
   }

@@ -68,6 +68,9 @@ struct SimulationResult {
   std::int64_t max_concurrent_requests = 0;
   std::int64_t preemptions = 0;
   double prefix_hit_rate = 0;   // cached prompt tokens / prompt tokens looked up
+  // The wait asynchronous scheduling adds to a request that arrives while others run: one
+  // mean step (0 for a synchronous engine). Part of `queue`, but not queueing behind others.
+  double scheduling_lag_s = 0;
   std::int64_t steps = 0;
   std::vector<ReplicaSummary> replicas;
   // On a grid of at most ~4096 points, one simulated second apart or coarser, from the

@@ -53,7 +53,9 @@ std::string binding_resource(const SimulationResult& r) {
   }
   if (r.preemptions > 0 || kv_peak > 0.97) return "KV-cache capacity";
   if (busy <= 0) return "idle";
-  const double queue_share = r.ttft.mean > 0 ? r.queue.mean / r.ttft.mean : 0;
+  // Queueing behind other requests; the step of lag of an asynchronous scheduler is not.
+  const double queued = std::max(0.0, r.queue.mean - r.scheduling_lag_s);
+  const double queue_share = r.ttft.mean > 0 ? queued / r.ttft.mean : 0;
   if (queue_share > 0.5) return "queueing";
   if (comm >= compute && comm >= memory) return "communication";
   if (overhead >= compute && overhead >= memory) return "engine overhead";
