@@ -52,6 +52,7 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
       {"kv_blocks", p.kv_blocks},
       {"kv_tokens", p.kv_tokens},
       {"kv_block_bytes", p.kv_block_bytes},
+      {"kv_longest_sequence_tokens", p.kv_longest_sequence},
       {"checkpoint_quantization", d.model.checkpoint_quant},
       {"checkpoint_weight_bytes", d.model.checkpoint_weight_bytes()},
       {"kv_layers_per_block", p.layout.layers_per_group},
@@ -196,7 +197,8 @@ int run_fit(const FitOptions& o) {
                   << " tokens x " << p.layout.layers_per_group << " layers ("
                   << m.full_attention_layers() << " full-attention layers, "
                   << m.sliding_layers << " with a " << m.sliding_window
-                  << "-token window); the longest sequence it holds: " << p.kv_tokens
+                  << "-token window) = " << p.kv_tokens
+                  << " tokens per group; the longest sequence it holds: " << p.kv_longest_sequence
                   << " tokens\n";
       } else {
         std::cout << "  fits. KV cache: " << p.kv_blocks << " blocks of " << d.limits.block_size
@@ -206,9 +208,10 @@ int run_fit(const FitOptions& o) {
       std::cout << "  concurrent sequences of " << context << " tokens: "
                 << p.max_sequences_at_context << " (KV-limited; max_num_seqs "
                 << d.limits.max_num_seqs << ")\n";
-      if (d.limits.max_model_len == 0 && m.max_context > p.kv_tokens) {
+      if (d.limits.max_model_len == 0 && m.max_context > p.kv_longest_sequence) {
         std::cout << "  note: the model's context (" << m.max_context
-                  << " tokens) exceeds the KV cache; vLLM needs --max-model-len <= " << p.kv_tokens
+                  << " tokens) exceeds the KV cache; vLLM needs --max-model-len <= "
+                  << p.kv_longest_sequence
                   << "\n";
       }
       if (p.outside_budget > p.visible - p.budget) {

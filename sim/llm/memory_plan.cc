@@ -106,7 +106,8 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
                              static_cast<double>(l.block_size);
   p.kv_block_bytes = block_bytes;
   p.kv_blocks = p.kv_cache > 0 ? static_cast<long long>(std::floor(p.kv_cache / block_bytes)) : 0;
-  p.kv_tokens = l.longest_sequence(p.kv_blocks);
+  p.kv_tokens = p.kv_blocks / (l.full_groups + l.sliding_groups) * l.block_size;
+  p.kv_longest_sequence = l.longest_sequence(p.kv_blocks);
   // Concurrency counts sequences as they decode; the "holds one" checks use the prefill peak.
   const long long blocks_per_seq = l.decode_blocks(context);
   p.max_sequences_at_context = blocks_per_seq > 0 ? p.kv_blocks / blocks_per_seq : 0;
@@ -114,8 +115,9 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   const long long max_len = d.limits.max_model_len;
   const long long max_len_blocks = max_len > 0 ? l.peak_blocks(max_len) : 0;
   p.max_model_len = max_len > 0 ? max_len
-                                : std::min<long long>(m.max_context > 0 ? m.max_context : p.kv_tokens,
-                                                      p.kv_tokens);
+                                : std::min<long long>(m.max_context > 0 ? m.max_context
+                                                                        : p.kv_longest_sequence,
+                                                      p.kv_longest_sequence);
   if (p.kv_cache <= 0) {
     p.shortfall = -p.kv_cache + static_cast<double>(std::max(max_len_blocks, peak_blocks)) * block_bytes;
     p.reason = "weights (" + units::format_bytes_gib(p.weights) + "), activations (" +
@@ -134,12 +136,12 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
                std::to_string(std::llround(p.kv_cache)) + " B (" +
                units::format_bytes_gib(p.kv_cache) +
                ") available; the estimated maximum model length is " +
-               std::to_string(p.kv_tokens) +
+               std::to_string(p.kv_longest_sequence) +
                " tokens (raise --gpu-memory-utilization or lower --max-model-len)";
   } else if (peak_blocks > p.kv_blocks || p.max_sequences_at_context < 1) {
     p.shortfall = static_cast<double>(std::max(peak_blocks, blocks_per_seq)) * block_bytes -
                   p.kv_cache;
-    p.reason = "the KV cache (" + std::to_string(p.kv_tokens) +
+    p.reason = "the KV cache (" + std::to_string(p.kv_longest_sequence) +
                " tokens) cannot hold one sequence of " + std::to_string(context) + " tokens";
   } else {
     p.fits = true;

@@ -60,9 +60,13 @@ struct MemoryPlan {
   double kv_block_bytes = 0;  // one pool block: block_size x layers_per_group x bytes per layer
   KvLayout layout;
   long long kv_blocks = 0;  // per GPU = per replica (every rank holds the same blocks)
-  // Token capacity: kv_blocks x block_size for full attention. For sliding-window models, the
-  // effective capacity: the longest single sequence the blocks hold (docs/cost-model.md).
+  // Token capacity as vLLM logs it ("GPU KV cache size"): kv_blocks / layer groups x
+  // block_size; kv_blocks x block_size for full attention.
   long long kv_tokens = 0;
+  // The longest single sequence the blocks hold (at its prefill peak): kv_tokens for full
+  // attention, more for sliding-window models, whose sliding groups hold only the window
+  // (the effective capacity, docs/cost-model.md#sliding-window). Caps max_model_len when unset.
+  long long kv_longest_sequence = 0;
   long long max_model_len = 0;  // the context the replica serves (0 before it is known)
   bool fits = false;        // weights + activations + runtime fit, KV holds one `context` and one
                             // max_model_len sequence when --max-model-len is set

@@ -288,9 +288,11 @@ TEST_CASE("memory: gemma-2-9b's local layers hold only their window", "[llm][mem
   // Sequences of 4096 tokens: 256 + min(256, 257) = 512 blocks -> 3 (full attention: 1000/256 = 3
   // too: within the window sliding layers hold every token).
   CHECK(plan_memory(d, 4096).max_sequences_at_context == 3);
-  // Effective token capacity: the longest one sequence, (2000 - 769) x 16 = 19,696 tokens
-  // (full attention: 16,000). max_model_len unset: the context, 8192.
-  CHECK(p.kv_tokens == 19'696);
+  // vLLM's logged "GPU KV cache size": 2000 blocks / 2 groups x 16 = 16,000 tokens (what full
+  // attention holds in the same bytes). Effective capacity: the longest one sequence,
+  // (2000 - 769) x 16 = 19,696 tokens. max_model_len unset: the context, 8192.
+  CHECK(p.kv_tokens == 16'000);
+  CHECK(p.kv_longest_sequence == 19'696);
   CHECK(p.max_model_len == 8192);
   CHECK(p.fits);
 }
