@@ -3,9 +3,12 @@
 # unless --no-run is given, runs the default job. Run as root (or with sudo) on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# gnuplot-nox draws the charts of --report/--plot; chromium renders reports in the tests.
+# gnuplot-nox draws the charts of --report/--plot; chromium renders reports in the tests;
+# clang-14 and libclang-rt-14-dev build the sanitizer and libFuzzer runs (scripts/sanitize.sh,
+# scripts/fuzz.sh; docs/robustness.md).
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
-          nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium)
+          nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
+          libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

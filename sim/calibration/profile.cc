@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 
 namespace capsim::calibration {
 namespace {
@@ -127,16 +128,13 @@ double quantile(std::vector<double> v, double q) {
 }
 
 Profile load_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read file");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path, "calibration profile");
   json j;
   try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": malformed JSON (byte " + std::to_string(e.byte) +
-                "); expected a capsim calibration profile written by capsim-calibrate");
+    j = parse_json(text, path);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) +
+                "; expected a capsim calibration profile written by capsim-calibrate");
   }
   Profile p = parse_profile(j, path);
   p.path = path;

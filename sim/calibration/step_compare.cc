@@ -49,8 +49,9 @@ std::vector<StepRow> load_step_csv(const std::string& path) {
     };
     const auto whole = [&](const std::string& c, double min) {
       const double v = number(c, min);
-      if (v != std::floor(v)) {
-        throw Error(path + ":" + std::to_string(line) + ": " + c + ": '" + cell(c) + "' is not a whole number");
+      if (v != std::floor(v) || v > 1e12) {
+        throw Error(path + ":" + std::to_string(line) + ": " + c + ": '" + cell(c) +
+                    "' is not a whole number (at most 1e12)");
       }
       return static_cast<std::int64_t>(v);
     };

@@ -58,9 +58,10 @@ class Table {
   }
   std::int64_t whole(std::size_t r, const std::string& c) const {
     const double v = required(r, c);
-    if (v != std::floor(v) || v < 1) {
+    // The upper bound keeps the conversion defined; no profiled batch or context comes near it.
+    if (v != std::floor(v) || v < 1 || v > 1e12) {
       throw Error(path_ + ":" + std::to_string(r + 2) + ": column " + c + ": '" + text(r, c) +
-                  "' is not a whole number >= 1");
+                  "' is not a whole number in 1..1e12");
     }
     return static_cast<std::int64_t>(v);
   }
@@ -279,6 +280,10 @@ Profile load_vidur_dir(const std::string& dir, const std::string& sku_in,
         const std::int64_t kv = std::max<std::int64_t>(1, t.whole(r, "n_kv_head") / tp);
         const std::string backend = t.has("attention_backend") ? t.text(r, "attention_backend") : "";
         const double cache = t.number(r, "kv_cache_size").value_or(0);
+        if (!(cache >= 0 && cache <= 1e12)) {
+          throw Error(file + ":" + std::to_string(r + 2) +
+                      ": column kv_cache_size: not a number of tokens in 0..1e12");
+        }
         if (truthy(t.text(r, "is_prefill"))) {
           const auto ms = t.has("time_stats.attn_prefill.median") ? t.number(r, "time_stats.attn_prefill.median")
                                                                  : std::nullopt;

@@ -12,6 +12,7 @@
 #include "sim/cli/common.h"
 #include "sim/cli/simulate_report.h"
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/llm/memory_plan.h"
@@ -35,13 +36,13 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string scalar(const YAML::Node& n, const std::string& where) {
   if (!n.IsScalar()) throw Error(where + ": expected a single value");
-  return n.as<std::string>();
+  return n.Scalar();
 }
 
 void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
   if (!n.IsMap()) throw Error(where + ": expected a mapping with fields " + join(keys));
   for (const auto& kv : n) {
-    const std::string k = kv.first.as<std::string>();
+    const std::string k = scalar(kv.first, where);
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
       throw Error(where + ": unknown field '" + k + "'; accepted: " + join(keys));
     }
@@ -154,7 +155,7 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
   if (kind == "slo") {
     if (n.IsMap()) {
       for (const auto& kv : n) {
-        const std::string k = kv.first.as<std::string>();
+        const std::string k = scalar(kv.first, ew);
         e.slos.push_back(cli::parse_slo(k, scalar(kv.second, ew + "." + k), ew + "." + k));
       }
       if (e.slos.empty()) throw Error(ew + ": empty; give bounds like {ttft_p95: 1s, tpot_p95: 100ms}");
@@ -258,9 +259,9 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
     const std::string text = read_file(e.baseline_file);
     if (text.empty()) throw Error(ew + ".file: cannot read " + e.baseline_file);
     try {
-      e.baseline = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& x) {
-      throw Error(ew + ".file: " + e.baseline_file + " is not JSON: " + x.what());
+      e.baseline = parse_json(text, e.baseline_file);
+    } catch (const Error& x) {
+      throw Error(ew + ".file: " + e.baseline_file + " is not a capsim simulate --json result: " + x.what());
     }
     check_baseline_source(e.baseline, e.baseline_file, ew + ".file", spec, b, e.baseline_note);
     std::vector<BaselineMetric> metrics;
@@ -677,7 +678,7 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
       throw Error(p + "expect: expected a mapping of assertion kinds; accepted: " + join(assertion_kinds()));
     }
     for (const auto& kv : ex) {
-      const std::string kind = kv.first.as<std::string>();
+      const std::string kind = scalar(kv.first, p + "expect");
       a.expect.push_back(parse_expectation(kind, kv.second, p + "expect." + kind, base_dir, a.spec, b, out.prices));
     }
     out.assertions.push_back(std::move(a));

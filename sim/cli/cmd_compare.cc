@@ -2,6 +2,7 @@
 // cost, throughput per dollar — and the verdict; `--search-mix` looks for the cheapest mix of two
 // card types behind one router.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -10,7 +11,9 @@
 #include "sim/cli/report_charts.h"
 #include "sim/cli/scenario.h"
 #include "sim/cli/simulate_report.h"
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/run_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/plan/costs.h"
@@ -65,7 +68,15 @@ std::vector<GroupSpec> parse_deployment(const std::string& text) {
     std::string count = w[0];
     if (!count.empty() && (count.back() == 'x' || count.back() == 'X')) count.pop_back();
     if (!count.empty() && std::all_of(count.begin(), count.end(), ::isdigit)) {
-      g.replicas = std::stoi(count);
+      const std::string where = "--deployment '" + text + "': " + w[0];
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+      if (ec != std::errc() || end != count.data() + count.size()) {
+        throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      }
+      check_run_limit(RunLimit::kReplicas, static_cast<double>(n), where);
+      if (n > 100000) throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      g.replicas = static_cast<int>(n);
       i = 1;
       if (i < w.size() && (w[i] == "x" || w[i] == "X")) ++i;
     }
@@ -74,8 +85,8 @@ std::vector<GroupSpec> parse_deployment(const std::string& text) {
     g.card = cards().find(w[i++]).name;
     for (; i < w.size(); ++i) {
       if (w[i].rfind("tp", 0) == 0 && w[i].size() > 2) {
-        g.tp = static_cast<int>(parse_number(w[i].substr(2), "--deployment '" + text + "': " + w[i]));
-        if (g.tp < 1 || g.tp > 64) throw Error("--deployment: '" + text + "': " + w[i] + " is outside tp1..tp64");
+        const std::string where = "--deployment '" + text + "': " + w[i];
+        g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
       } else {
         parse_precision(w[i], "--deployment '" + text + "'");
         g.weights = w[i];
@@ -146,6 +157,9 @@ int run_compare(const CompareOptions& o) {
     }
   }
   if (rows.empty()) throw Error("--deployment: give at least one (or --search-mix); " + std::string(kDeploymentForm));
+  // The model every row shares is loaded once here: a bad config is bad input (exit 2), not a
+  // row that "fails" (exit 1 when none is best). Precisions were checked by parse_deployment.
+  (void)models().find(base.deployment.model);
   for (Row& r : rows) {
     r.name = describe(r.groups);
     for (const auto& g : r.groups) {

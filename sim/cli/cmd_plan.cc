@@ -141,6 +141,13 @@ int run_plan(PlanOptions& o) {
   const auto weights = split_list(o.weights);
   const auto kvs = split_list(o.kv);
   if (tps.empty() || weights.empty() || kvs.empty()) throw Error("--tp/--weights/--kv-cache: empty list");
+  // A precision nobody knows is bad input (exit 2), not a candidate the search rejects.
+  for (const auto& w : weights) {
+    if (w != "auto") parse_precision(w, "--weights");
+  }
+  for (const auto& k : kvs) {
+    if (k != "auto") parse_precision(k, "--kv-cache");
+  }
 
   if (!o.report.empty()) plot::require_gnuplot("--report");
   plan::PlanSpace space;

@@ -1,10 +1,12 @@
 #include "sim/cli/common.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "sim/core/error.h"
+#include "sim/core/run_limits.h"
 
 namespace capsim::cli {
 namespace {
@@ -100,6 +102,31 @@ Deployment DeploymentFlags::resolve() const {
   if (async_scheduling) d.engine.async_scheduling = *async_scheduling;
   d.validate();
   return d;
+}
+
+void refuse_non_finite(CLI::App& app) {
+  const CLI::Validator finite(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end != text.c_str() && !std::isfinite(v)) {
+          return "'" + text + "' is not a finite number";
+        }
+        return "";
+      },
+      "");
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_type_name().find("FLOAT") != std::string::npos) o->check(finite);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_non_finite(*sub);
+}
+
+void add_allow_large(CLI::App& app) {
+  app.add_flag_callback("--allow-large", [] { lift_run_limits(); },
+                        "run even beyond the limits on requests (2e6), users (1e6), replicas "
+                        "(1000) and cards (8192) one run may ask for")
+      ->trigger_on_parse();
+  for (CLI::App* sub : app.get_subcommands({})) add_allow_large(*sub);
 }
 
 int report_error(const std::exception& e) {

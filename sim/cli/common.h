@@ -44,6 +44,14 @@ struct DeploymentFlags {
   Deployment resolve() const;
 };
 
+// Adds to every floating-point option of `app` and its subcommands a check that refuses NaN and
+// infinities (CLI11 parses "nan" and "inf", and its range checks let NaN through).
+void refuse_non_finite(CLI::App& app);
+
+// Adds --allow-large (lift the run limits of sim/core/run_limits.h) to `app` and every
+// subcommand.
+void add_allow_large(CLI::App& app);
+
 // Prints "capsim: error: <message>" and returns the exit code for bad input (2).
 int report_error(const std::exception& e);
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
@@ -17,7 +18,7 @@ const char* kSloForms = "accepted: METRIC_STAT<=TIME with METRIC ttft, tpot, itl
 
 std::string scalar(const YAML::Node& n, const std::string& where) {
   if (!n.IsScalar()) throw Error(where + ": expected a single value");
-  return n.as<std::string>();
+  return n.Scalar();
 }
 
 int whole(const YAML::Node& n, const std::string& where, long long lo, long long hi) {
@@ -33,12 +34,12 @@ int whole(const YAML::Node& n, const std::string& where, long long lo, long long
 // "5" or {dist:...} given as YAML -> the flag-string form Distribution::parse takes, so files and
 // flags share one parser.
 std::string dist_text(const YAML::Node& n, const std::string& where) {
-  if (n.IsScalar()) return n.as<std::string>();
+  if (n.IsScalar()) return n.Scalar();
   if (!n.IsMap() || !n["dist"]) throw Error(where + ": expected a value or {dist: ..., ...}");
-  const std::string k = n["dist"].as<std::string>();
+  const std::string k = scalar(n["dist"], where + ".dist");
   const auto f = [&](const char* key) {
     if (!n[key]) throw Error(where + "." + key + ": missing (" + k + " needs it)");
-    return n[key].as<std::string>();
+    return scalar(n[key], where + "." + key);
   };
   if (k == "fixed") return "fixed:" + f("value");
   if (k == "uniform") return "uniform:" + f("min") + ":" + f("max");
@@ -51,12 +52,15 @@ std::string dist_text(const YAML::Node& n, const std::string& where) {
               "'; accepted: fixed, uniform, normal, lognormal, exponential, geometric, empirical");
 }
 
+// Also checks that `n` is a mapping, so that n["field"] below never meets a scalar or a list.
 void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
+  std::string list;
+  for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
+  if (!n.IsMap()) throw Error(where + ": expected a mapping with fields among: " + list);
   for (const auto& kv : n) {
-    const std::string k = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) throw Error(where + ": a field name is not a plain word; accepted: " + list);
+    const std::string& k = kv.first.Scalar();
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-      std::string list;
-      for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
       throw Error(where + ": unknown field '" + k + "'; accepted: " + list);
     }
   }
@@ -192,9 +196,18 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     }
     if (wl["users"]) s.users = whole(wl["users"], w + ".users", 1, 10'000'000);
     if (wl["concurrency"]) s.concurrency = whole(wl["concurrency"], w + ".concurrency", 1, 10'000'000);
-    if (wl["think_time"]) s.think_time = dist_text(wl["think_time"], w + ".think_time");
-    if (wl["turns"]) s.turns = dist_text(wl["turns"], w + ".turns");
-    if (wl["rate"]) s.rate = scalar(wl["rate"], w + ".rate");
+    if (wl["think_time"]) {
+      s.think_time = dist_text(wl["think_time"], w + ".think_time");
+      s.origin["--think-time"] = w + ".think_time";
+    }
+    if (wl["turns"]) {
+      s.turns = dist_text(wl["turns"], w + ".turns");
+      s.origin["--turns"] = w + ".turns";
+    }
+    if (wl["rate"]) {
+      s.rate = scalar(wl["rate"], w + ".rate");
+      s.origin["--rate"] = w + ".rate";
+    }
     if (const auto st = wl["stages"]) {
       if (!st.IsSequence()) throw Error(w + ".stages: expected a list of {rate, duration}");
       std::string text;
@@ -206,13 +219,26 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
         if (st[i]["duration"]) text += "@" + scalar(st[i]["duration"], sw + ".duration");
       }
       s.rate = text;
+      s.origin["--rate"] = w + ".stages";
     }
-    if (wl["arrival"]) s.arrival = scalar(wl["arrival"], w + ".arrival");
-    if (wl["burstiness"]) s.burstiness = parse_number(scalar(wl["burstiness"], w + ".burstiness"), w + ".burstiness");
+    if (wl["arrival"]) {
+      s.arrival = scalar(wl["arrival"], w + ".arrival");
+      s.origin["--arrival"] = w + ".arrival";
+    }
+    if (wl["burstiness"]) {
+      s.burstiness = parse_number(scalar(wl["burstiness"], w + ".burstiness"), w + ".burstiness");
+      if (!(s.burstiness > 0)) throw Error(w + ".burstiness: must be > 0 (the gamma shape)");
+    }
     for (const char* k : {"prompt_tokens", "input_tokens"}) {
-      if (wl[k]) s.input_tokens = dist_text(wl[k], w + "." + k);
+      if (wl[k]) {
+        s.input_tokens = dist_text(wl[k], w + "." + k);
+        s.origin["--input-tokens"] = w + "." + k;
+      }
     }
-    if (wl["output_tokens"]) s.output_tokens = dist_text(wl["output_tokens"], w + ".output_tokens");
+    if (wl["output_tokens"]) {
+      s.output_tokens = dist_text(wl["output_tokens"], w + ".output_tokens");
+      s.origin["--output-tokens"] = w + ".output_tokens";
+    }
     if (wl["system_prompt_tokens"]) {
       s.system_prompt_tokens = whole(wl["system_prompt_tokens"], w + ".system_prompt_tokens", 0, 10'000'000);
     }
@@ -221,8 +247,14 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       s.prompts_per_group = whole(wl["prompts_per_group"], w + ".prompts_per_group", 0, 1'000'000);
     }
     if (wl["requests"]) s.requests = whole(wl["requests"], w + ".requests", 1, 2'000'000'000);
-    if (wl["duration"]) s.duration = scalar(wl["duration"], w + ".duration");
-    if (wl["warmup"]) s.warmup = scalar(wl["warmup"], w + ".warmup");
+    if (wl["duration"]) {
+      s.duration = scalar(wl["duration"], w + ".duration");
+      s.origin["--duration"] = w + ".duration";
+    }
+    if (wl["warmup"]) {
+      s.warmup = scalar(wl["warmup"], w + ".warmup");
+      s.origin["--warmup"] = w + ".warmup";
+    }
     if (wl["trace"]) {
       // A relative trace path is relative to the scenario file, so scenarios run from anywhere.
       std::filesystem::path t = scalar(wl["trace"], w + ".trace");
@@ -230,13 +262,16 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       s.trace = t.lexically_normal().string();
     }
     if (wl["trace_format"]) s.trace_format = scalar(wl["trace_format"], w + ".trace_format");
-    if (wl["time_scale"]) s.time_scale = parse_number(scalar(wl["time_scale"], w + ".time_scale"), w + ".time_scale");
+    if (wl["time_scale"]) {
+      s.time_scale = parse_number(scalar(wl["time_scale"], w + ".time_scale"), w + ".time_scale");
+      if (!(s.time_scale > 0)) throw Error(w + ".time_scale: must be > 0 (it multiplies the gaps between arrivals)");
+    }
   }
   if (const auto slo = root["slo"]) {
     if (!slo.IsMap()) throw Error(p + "slo: expected a mapping like {ttft_p95: 1s, tpot_p95: 100ms}");
     s.slos.clear();
     for (const auto& kv : slo) {
-      const std::string k = kv.first.as<std::string>();
+      const std::string k = scalar(kv.first, p + "slo");
       s.slos.push_back(parse_slo(k, scalar(kv.second, p + "slo." + k), p + "slo." + k));
     }
   }
@@ -263,12 +298,16 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   }
   c.router = s.router;
   c.policy = s.policy;
-  c.warmup = from_seconds(units::parse_time(s.warmup, "--warmup"));
+  c.warmup = checked::sim_time(units::parse_time(s.warmup, s.where("--warmup")), s.where("--warmup"));
   std::optional<double> duration;
-  if (s.duration) duration = units::parse_time(*s.duration, "--duration");
-  if (duration && *duration <= 0) throw Error("--duration: must be > 0");
+  if (s.duration) {
+    duration = checked::finite_in(units::parse_time(*s.duration, s.where("--duration")), 0,
+                                  checked::kMaxSimSeconds, s.where("--duration"), "s");
+  }
+  if (duration && *duration <= 0) throw Error(s.where("--duration") + ": must be > 0");
   if (duration && to_seconds(c.warmup) >= *duration) {
-    throw Error("--warmup: " + s.warmup + " is not shorter than --duration " + *s.duration);
+    throw Error(s.where("--warmup") + ": " + s.warmup + " is not shorter than " +
+                s.where("--duration") + " " + *s.duration);
   }
   for (const SloSpec& slo : s.slos) {
     if (slo.metric == "ttft") c.slo.ttft_s = c.slo.ttft_s ? std::min(*c.slo.ttft_s, slo.seconds) : slo.seconds;
@@ -278,8 +317,8 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     if (slo.metric == "e2el") c.slo.e2el_s = c.slo.e2el_s ? std::min(*c.slo.e2el_s, slo.seconds) : slo.seconds;
   }
   LengthSpec lengths;
-  lengths.prompt = Distribution::parse(s.input_tokens, Distribution::Unit::kTokens, "--input-tokens");
-  lengths.output = Distribution::parse(s.output_tokens, Distribution::Unit::kTokens, "--output-tokens");
+  lengths.prompt = Distribution::parse(s.input_tokens, Distribution::Unit::kTokens, s.where("--input-tokens"));
+  lengths.output = Distribution::parse(s.output_tokens, Distribution::Unit::kTokens, s.where("--output-tokens"));
   PrefixGroups prefix{s.system_prompt_tokens > 0 ? s.prefix_groups : 0, s.system_prompt_tokens};
   if (s.prompts_per_group > 0) {
     if (s.trace || s.users || s.concurrency) {
@@ -287,7 +326,16 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     }
     prefix.prompts_per_group = s.prompts_per_group;
     // Without a system prompt the pool is one group of prompts_per_group prompts.
-    if (prefix.groups == 0 && s.prefix_groups > 1) prefix.prompts_per_group *= s.prefix_groups;
+    // In 64 bits: both factors reach 1e6, and their int product would overflow.
+    if (prefix.groups == 0 && s.prefix_groups > 1) {
+      const std::int64_t pool = std::int64_t{s.prompts_per_group} * s.prefix_groups;
+      if (pool > 10'000'000) {
+        throw Error(s.where("--prompts-per-group") + ": " + std::to_string(s.prompts_per_group) +
+                    " prompts x " + std::to_string(s.prefix_groups) +
+                    " prefix groups is more than 10000000 recurring prompts");
+      }
+      prefix.prompts_per_group = static_cast<int>(pool);
+    }
   }
   if (s.trace) {
     TraceConfig t;
@@ -302,8 +350,8 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     ClosedLoopConfig cl;
     cl.users = s.users ? *s.users : *s.concurrency;
     if (s.users) {
-      cl.think = Distribution::parse(s.think_time, Distribution::Unit::kSeconds, "--think-time");
-      cl.turns = Distribution::parse(s.turns, Distribution::Unit::kCount, "--turns");
+      cl.think = Distribution::parse(s.think_time, Distribution::Unit::kSeconds, s.where("--think-time"));
+      cl.turns = Distribution::parse(s.turns, Distribution::Unit::kCount, s.where("--turns"));
     } else {
       cl.history = false;
     }
@@ -320,7 +368,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     b.workload = make_closed_loop(cl);
   } else {
     OpenLoopConfig o;
-    o.process = parse_arrival_process(s.arrival, "--arrival");
+    o.process = parse_arrival_process(s.arrival, s.where("--arrival"));
     o.burstiness = s.burstiness;
     if (o.process != ArrivalProcess::kOffline) {
       if (!s.rate) throw Error("--rate: missing; give a rate (requests/s), --arrival offline, --users or --concurrency");
@@ -330,9 +378,17 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
       while (std::getline(in, part, ',')) {
         RateStage st;
         const auto at = part.find('@');
-        st.rate = parse_number(part.substr(0, at), "--rate");
-        if (st.rate <= 0) throw Error("--rate: '" + part.substr(0, at) + "' is not a rate > 0 (requests/s)");
-        if (at != std::string::npos) st.duration_s = units::parse_time(part.substr(at + 1), "--rate");
+        const std::string rw = s.where("--rate");
+        st.rate = parse_number(part.substr(0, at), rw);
+        if (st.rate <= 0) throw Error(rw + ": '" + part.substr(0, at) + "' is not a rate > 0 (requests/s)");
+        // 1e-6/s is one request in ~12 days; 1e7/s is beyond any one cluster.
+        if (st.rate < 1e-6 || st.rate > 1e7) {
+          throw Error(rw + ": '" + part.substr(0, at) + "' is not a rate in 1e-06..1e+07 requests/s");
+        }
+        if (at != std::string::npos) {
+          st.duration_s = checked::finite_in(units::parse_time(part.substr(at + 1), rw), 0,
+                                             checked::kMaxSimSeconds, rw, "s");
+        }
         o.stages.push_back(st);
       }
     }
@@ -414,7 +470,10 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   ScenarioSpec s;
   if (!file.empty()) load_scenario_file(file, s);
   for (const auto& [opt, set] : setters_) {
-    if (opt->count() > 0) set(s, cli_);
+    if (opt->count() > 0) {
+      set(s, cli_);
+      s.origin.erase(opt->get_name());
+    }
   }
   if (slo_option_ && slo_option_->count() > 0) {
     s.slos.clear();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,15 @@ struct ScenarioSpec {
   std::uint64_t seed = 0;
 
   std::vector<SloSpec> slos;
+
+  // Where each field given in a file came from ("a.yaml: workload.duration"), by the name of the
+  // flag that overrides it ("--duration"); a flag given on the command line removes its entry.
+  std::map<std::string, std::string> origin;
+  // The field's origin for messages: the file and field, else the flag's name.
+  std::string where(const std::string& flag) const {
+    const auto it = origin.find(flag);
+    return it == origin.end() ? flag : it->second;
+  }
 };
 
 // Reads a scenario file into `spec` (fields present in the file replace the defaults).

@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <unordered_set>
 
 #include "sim/cluster/router.h"
 #include "sim/core/error.h"
 #include "sim/core/event_queue.h"
+#include "sim/core/invariant.h"
+#include "sim/core/run_limits.h"
 #include "sim/cost/roofline_cost.h"
 
 namespace capsim {
@@ -48,6 +51,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
  public:
   Cluster(const SimulationConfig& cfg, Workload& w) : cfg_(cfg), workload_(w), metrics_(cfg.warmup) {
     router_ = make_router(cfg.router);
+    double replicas = 0, cards = 0;
+    for (const ReplicaGroup& g : cfg.groups) {
+      replicas += g.replicas;
+      cards += static_cast<double>(g.replicas) * g.deployment.tp;
+    }
+    check_run_limit(RunLimit::kReplicas, replicas, "the cluster");
+    check_run_limit(RunLimit::kCards, cards, "the cluster");
     for (const ReplicaGroup& g : cfg.groups) {
       if (g.replicas < 1) throw Error("--replicas: must be >= 1");
       deployments_.push_back(std::make_unique<Deployment>(g.deployment));
@@ -85,6 +95,12 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   void on_token(const Sequence& s, SimTime now) override { metrics_.on_token(s, now); }
 
   void on_finish(const Sequence& s, SimTime now) override {
+    CAPSIM_INVARIANT(s.generated == s.req.output_tokens && s.computed <= s.tokens(),
+                     "a request finished without exactly its output tokens");
+#if CAPSIM_INVARIANTS_ON
+    CAPSIM_INVARIANT(ended_.insert(s.req.id).second, "a request ended twice");
+    ++finished_all_;
+#endif
     metrics_.on_finish(s, now, current_replica_);
     --in_flight_;
     workload_.on_finish(s.req, now, *this);
@@ -97,6 +113,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     SimTime now = 0;
     bool printed = false;
     while (!queue_.empty()) {
+      CAPSIM_INVARIANT(queue_.top().time >= now, "simulated time went backwards");
       now = queue_.top().time;
       while (!queue_.empty() && queue_.top().time == now) {
         const Event e = queue_.pop();
@@ -134,11 +151,19 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     free_pending_.push_back(slot);
     if (cfg_.stop_arrivals && r.arrival > *cfg_.stop_arrivals) return;  // the run is over
     ++arrived_;
+    // A backstop for workloads whose size is not known up front (closed loops, traces).
+    if (arrived_ > run_limit(RunLimit::kRequests)) {
+      check_run_limit(RunLimit::kRequests, static_cast<double>(arrived_), "the workload");
+    }
     workload_.on_arrival(r, *this);
     const std::uint32_t target = router_->route(r, replicas_);
     if (r.prompt_tokens + r.output_tokens > max_len_[target]) {
       // vLLM rejects a request longer than max_model_len before it is queued.
       metrics_.on_reject(r);
+#if CAPSIM_INVARIANTS_ON
+      ++rejected_all_;
+      CAPSIM_INVARIANT(ended_.insert(r.id).second, "a request ended twice");
+#endif
       workload_.on_finish(r, now, *this);
       return;
     }
@@ -183,7 +208,24 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     kick_[i] = 1;
   }
 
+  // At the end nothing is in flight: every arrived request finished or was rejected once, and
+  // every KV block is back in its replica's free queue.
+  void check_end_invariants() const {
+#if CAPSIM_INVARIANTS_ON
+    CAPSIM_INVARIANT(in_flight_ == 0, "requests still in flight when the run ended");
+    CAPSIM_INVARIANT(static_cast<std::int64_t>(ended_.size()) == arrived_,
+                     "arrived requests != finished + rejected");
+    CAPSIM_INVARIANT(finished_all_ + rejected_all_ == arrived_,
+                     "a request was lost between arrival and its end");
+    for (const auto& r : replicas_) {
+      CAPSIM_INVARIANT(r->kv().consistent(), "KV block accounting is inconsistent");
+      CAPSIM_INVARIANT(r->kv().used_blocks() == 0, "KV blocks leaked: held after every request ended");
+    }
+#endif
+  }
+
   SimulationResult finish(SimTime end) {
+    check_end_invariants();
     SimulationResult res;
     res.simulated_s = to_seconds(end);
     res.records = metrics_.records();
@@ -269,6 +311,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<std::uint64_t> free_pending_;
   std::uint32_t current_replica_ = 0;
   std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
+#if CAPSIM_INVARIANTS_ON
+  std::unordered_set<std::uint64_t> ended_;  // ids of requests that finished or were rejected
+  std::int64_t finished_all_ = 0, rejected_all_ = 0;  // warm-up ones included
+#endif
 };
 
 }  // namespace

@@ -86,7 +86,10 @@ double parse(std::string_view raw, Kind kind, std::string_view where) {
   const std::string unit = trim(std::string_view(ptr, static_cast<std::size_t>(end - ptr)));
   if (unit.empty()) return fail("has no unit");
   for (const auto& u : units_of(kind)) {
-    if (unit == u.name) return value * u.factor;
+    if (unit == u.name) {
+      if (!std::isfinite(value * u.factor)) return fail("is out of range");
+      return value * u.factor;
+    }
   }
   return fail("has an unknown unit '" + unit + "'");
 }

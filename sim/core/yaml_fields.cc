@@ -6,18 +6,16 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 
 namespace capsim {
 
 YamlDoc YamlDoc::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read file");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path, "YAML file", kMaxYamlBytes);
   YamlDoc doc;
   doc.path_ = path;
   try {
-    doc.root_ = YAML::Load(text.str());
+    doc.root_ = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
@@ -26,7 +24,8 @@ YamlDoc YamlDoc::load(const std::string& path) {
   if (const auto refs = doc.root_["references"]) {
     if (!refs.IsMap()) throw Error(path + ": references: expected a mapping key -> citation");
     for (const auto& kv : refs) {
-      doc.references_[kv.first.as<std::string>()] = kv.second.as<std::string>();
+      const std::string key = yaml_scalar(kv.first, path + ": references");
+      doc.references_[key] = yaml_scalar(kv.second, path + ": references." + key);
     }
   }
   return doc;
@@ -59,8 +58,12 @@ std::string YamlDoc::string(const std::string& field) const {
 std::optional<std::string> YamlDoc::optional_string(const std::string& field) const {
   const YAML::Node n = find(field);
   if (!n || n.IsNull()) return std::nullopt;
-  if (!n.IsScalar()) throw Error(where(field) + ": expected a single value");
-  return n.as<std::string>();
+  return yaml_scalar(n, where(field));
+}
+
+std::string yaml_scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) throw Error(where + ": expected a single value");
+  return n.Scalar();
 }
 
 double parse_number(const std::string& text, const std::string& where) {
@@ -83,7 +86,7 @@ std::optional<double> YamlDoc::optional_quantity(const std::string& field,
     throw Error(where(field) + ": expected {value: <number" + (kind ? "><unit>" : ">") +
                 ", source: <key of references>}");
   }
-  const std::string src = n["source"] ? n["source"].as<std::string>() : "";
+  const std::string src = n["source"] ? yaml_scalar(n["source"], where(field) + ".source") : "";
   if (src.empty()) throw Error(where(field) + ": missing source (every number needs one)");
   if (!references_.count(src)) {
     std::string keys;
@@ -91,7 +94,7 @@ std::optional<double> YamlDoc::optional_quantity(const std::string& field,
     throw Error(where(field) + ": source '" + src + "' is not a key of references (have: " +
                 keys + ")");
   }
-  const std::string text = n["value"].as<std::string>();
+  const std::string text = yaml_scalar(n["value"], where(field) + ".value");
   if (kind) return units::parse(text, *kind, where(field));
   return parse_number(text, where(field));
 }
@@ -107,7 +110,7 @@ bool YamlDoc::flag(const std::string& field) const {
   if (!n || !n.IsMap() || !n["value"]) {
     throw Error(where(field) + ": expected {value: true|false, source: <key of references>}");
   }
-  const std::string text = n["value"].as<std::string>();
+  const std::string text = yaml_scalar(n["value"], where(field) + ".value");
   if (text == "true") return true;
   if (text == "false") return false;
   throw Error(where(field) + ": '" + text + "' is not a boolean; accepted: true, false");
@@ -116,7 +119,8 @@ bool YamlDoc::flag(const std::string& field) const {
 std::string YamlDoc::source_of(const std::string& field) const {
   const YAML::Node n = find(field);
   if (!n || !n.IsMap() || !n["source"]) return "";
-  const auto it = references_.find(n["source"].as<std::string>());
+  if (!n["source"].IsScalar()) return "";
+  const auto it = references_.find(n["source"].Scalar());
   return it == references_.end() ? "" : it->second;
 }
 

@@ -48,6 +48,9 @@ class YamlDoc {
   std::map<std::string, std::string> references_;
 };
 
+// A scalar's text; Error "where: expected a single value" for a list, mapping or null.
+std::string yaml_scalar(const YAML::Node& n, const std::string& where);
+
 // Plain-number parse with range check; for fractions, counts and flags.
 double parse_number(const std::string& text, const std::string& where);
 

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "sim/core/invariant.h"
+
 namespace capsim {
 
 KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
@@ -62,6 +64,7 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
   if (n > free_count_) return false;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t b = head_;
+    CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0 && in_free_[b], "KV: allocating a block in use");
     unlink_free(b);
     if (hash_[b] != 0) {  // evict: the cached content is lost only now
       if (cached_.find(hash_[b]) == b) cached_.erase(hash_[b]);
@@ -83,10 +86,24 @@ void KvBlockManager::release(std::vector<std::int32_t>& table) {
   for (auto it = table.rbegin(); it != table.rend(); ++it) {
     const std::int32_t b = *it;
     assert(ref_[b] > 0);
+    CAPSIM_INVARIANT(ref_[b] > 0, "KV: releasing a block nobody holds");
     // Cached or not, a freed block joins the tail: the head is evicted first.
     if (--ref_[b] == 0) push_free_tail(b);
   }
   table.clear();
+}
+
+}  // namespace capsim
+
+namespace capsim {
+
+bool KvBlockManager::consistent() const {
+  std::int64_t unreferenced = 0;
+  for (std::size_t b = 0; b < ref_.size(); ++b) {
+    if (ref_[b] < 0 || (ref_[b] == 0) != static_cast<bool>(in_free_[b])) return false;
+    unreferenced += ref_[b] == 0;
+  }
+  return unreferenced == free_count_ && free_count_ >= 0 && free_count_ <= num_blocks();
 }
 
 }  // namespace capsim

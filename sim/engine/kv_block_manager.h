@@ -43,6 +43,10 @@ class KvBlockManager {
 
   std::int64_t evictions() const { return evictions_; }
 
+  // Every block is either referenced or in the free queue, and free_blocks() counts the latter
+  // (O(blocks); for invariant checks).
+  bool consistent() const;
+
  private:
   void push_free_tail(std::int32_t b);
   void unlink_free(std::int32_t b);

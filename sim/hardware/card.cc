@@ -70,7 +70,7 @@ Card CardCatalogue::load_file(const std::string& path) {
   c.is_cpu = kind == "cpu";
   if (const auto a = doc.find("aliases")) {
     if (!a.IsSequence()) throw Error(doc.where("aliases") + ": expected a list of names");
-    for (const auto& x : a) c.aliases.push_back(x.as<std::string>());
+    for (const auto& x : a) c.aliases.push_back(yaml_scalar(x, doc.where("aliases")));
   }
   using units::Kind;
   c.memory_bytes = doc.quantity("memory", Kind::kBytes);
@@ -88,7 +88,7 @@ Card CardCatalogue::load_file(const std::string& path) {
                 ": missing; expected a mapping precision -> {value: <rate>, source: <key>}");
   }
   for (const auto& kv : peaks) {
-    const std::string key = kv.first.as<std::string>();
+    const std::string key = yaml_scalar(kv.first, doc.where("dense_peak"));
     const Precision p = parse_precision(key, doc.where("dense_peak." + key));
     c.dense_peak[p] = doc.quantity("dense_peak." + key, Kind::kCompute);
     c.sources["dense_peak." + key] = doc.source_of("dense_peak." + key);

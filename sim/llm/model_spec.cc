@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 #include "sim/core/yaml_fields.h"
 
 namespace capsim {
@@ -22,32 +24,60 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The first of `keys` present and non-null in `cfg`, as a positive integer.
+// The first of `keys` present and non-null in `cfg`, as a whole number in [0, hi]. `hi` bounds
+// every dimension so that the parameter counts below (products of up to four dimensions, summed
+// over a handful of terms) stay far inside int64; see kMax* below.
 std::optional<std::int64_t> opt_int(const json& cfg, std::initializer_list<const char*> keys,
-                                    const std::string& file) {
+                                    const std::string& file, std::int64_t hi) {
   for (const char* k : keys) {
     const auto it = cfg.find(k);
     if (it == cfg.end() || it->is_null()) continue;
-    if (!it->is_number_integer() && !(it->is_number() && std::floor(it->get<double>()) ==
-                                                            it->get<double>())) {
-      throw Error(file + ": " + k + ": expected a whole number, got " + it->dump());
+    const std::string where = file + ": " + k;
+    if (it->is_number_unsigned()) {
+      const auto v = it->get<std::uint64_t>();
+      if (v > static_cast<std::uint64_t>(hi)) {
+        throw Error(where + ": " + std::to_string(v) + " is out of range; accepted: 0.." +
+                    std::to_string(hi));
+      }
+      return static_cast<std::int64_t>(v);
     }
-    const auto v = it->get<std::int64_t>();
-    if (v < 0) throw Error(file + ": " + k + ": " + std::to_string(v) + " is negative");
-    return v;
+    if (it->is_number_integer()) {
+      throw Error(where + ": " + it->dump() + " is negative; accepted: 0.." + std::to_string(hi));
+    }
+    if (!it->is_number()) {
+      throw Error(where + ": expected a whole number, got " + json_type_word(*it));
+    }
+    return checked::whole_in(it->get<double>(), 0, hi, where);
   }
   return std::nullopt;
 }
 
 std::int64_t req_int(const json& cfg, std::initializer_list<const char*> keys,
-                     const std::string& file) {
-  if (auto v = opt_int(cfg, keys, file)) {
-    if (*v == 0) throw Error(file + ": " + *keys.begin() + ": must be > 0");
+                     const std::string& file, std::int64_t hi) {
+  if (auto v = opt_int(cfg, keys, file, hi)) {
+    if (*v == 0) {
+      throw Error(file + ": " + *keys.begin() + ": must be > 0; accepted: 1.." +
+                  std::to_string(hi));
+    }
     return *v;
   }
   throw Error(file + ": missing field '" + *keys.begin() +
               "' (a Hugging Face config.json of a transformer has it)");
 }
+
+// Bounds on config.json dimensions. Each is several times the largest published model's
+// (hidden 16384, 126 layers, 128 heads, head_dim 256, vocab 262k, intermediate 53248, 256
+// experts), and together they keep every parameter count below 2^61 (attention
+// 2^17*2^10*2^12*2 per layer, MoE 2^10 experts * 3*2^17*2^20 per layer, times 2^10 layers).
+constexpr std::int64_t kMaxHidden = 1 << 17;
+constexpr std::int64_t kMaxLayers = 1 << 10;
+constexpr std::int64_t kMaxHeads = 1 << 10;
+constexpr std::int64_t kMaxHeadDim = 1 << 12;
+constexpr std::int64_t kMaxVocab = 1 << 23;
+constexpr std::int64_t kMaxIntermediate = 1 << 20;
+constexpr std::int64_t kMaxExperts = 1 << 10;
+constexpr std::int64_t kMaxRank = 1 << 14;
+constexpr std::int64_t kMaxContext = std::int64_t{1} << 31;
 
 bool opt_bool(const json& cfg, const char* key, bool fallback) {
   const auto it = cfg.find(key);
@@ -94,7 +124,7 @@ void read_sliding_window(const json& cfg, const std::string& file, ModelSpec& m)
     typed = true;
   }
   if (!typed || sliding == 0) return;
-  const auto window = opt_int(cfg, {"sliding_window"}, file);
+  const auto window = opt_int(cfg, {"sliding_window"}, file, kMaxContext);
   if (!window || *window == 0) {
     throw Error(file + ": sliding_window: required (a whole number of tokens > 0) when " +
                 (m.model_type == "gemma2" ? std::string("model_type is gemma2")
@@ -267,20 +297,7 @@ double ModelSpec::attention_flops_per_token(double context) const {
 }
 
 ModelSpec load_model_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read file");
-  std::stringstream text;
-  text << in.rdbuf();
-  json root;
-  try {
-    root = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    // Turn nlohmann's byte offset into a line number for the message.
-    const std::string s = text.str();
-    const std::size_t upto = std::min<std::size_t>(e.byte, s.size());
-    const auto line = 1 + std::count(s.begin(), s.begin() + static_cast<long>(upto), '\n');
-    throw Error(path + ":" + std::to_string(line) + ": malformed JSON: " + e.what());
-  }
+  const json root = parse_json(read_input_file(path, "config.json"), path);
   if (!root.is_object()) throw Error(path + ": expected a JSON object (a config.json)");
 
   ModelSpec m;
@@ -293,9 +310,17 @@ ModelSpec load_model_config(const std::string& path) {
   const json& cfg = root.contains("text_config") && root["text_config"].is_object()
                         ? root["text_config"]
                         : root;
-  m.model_type = root.value("model_type", std::string());
+  const auto model_type_of = [&](const json& j, const std::string& fallback) {
+    const auto it = j.find("model_type");
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) {
+      throw Error(path + ": model_type: expected a string, got " + json_type_word(*it));
+    }
+    return it->get<std::string>();
+  };
+  m.model_type = model_type_of(root, "");
   if (m.model_type.empty()) throw Error(path + ": missing field 'model_type'");
-  if (&cfg != &root) m.model_type = cfg.value("model_type", m.model_type);
+  if (&cfg != &root) m.model_type = model_type_of(cfg, m.model_type);
 
   static const std::vector<std::string> supported = {
       "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
@@ -308,18 +333,29 @@ ModelSpec load_model_config(const std::string& path) {
   }
   const std::string& t = m.model_type;
   m.encoder_only = t == "bert";
-  m.hidden = req_int(cfg, {"hidden_size", "n_embd", "d_model"}, path);
-  m.layers = req_int(cfg, {"num_hidden_layers", "n_layer", "num_layers"}, path);
-  m.heads = req_int(cfg, {"num_attention_heads", "n_head"}, path);
-  m.kv_heads = opt_int(cfg, {"num_key_value_heads", "num_kv_heads"}, path).value_or(m.heads);
+  m.hidden = req_int(cfg, {"hidden_size", "n_embd", "d_model"}, path, kMaxHidden);
+  m.layers = req_int(cfg, {"num_hidden_layers", "n_layer", "num_layers"}, path, kMaxLayers);
+  m.heads = req_int(cfg, {"num_attention_heads", "n_head"}, path, kMaxHeads);
+  m.kv_heads = opt_int(cfg, {"num_key_value_heads", "num_kv_heads"}, path, kMaxHeads).value_or(m.heads);
   if (t == "falcon" && !opt_bool(cfg, "new_decoder_architecture", false) &&
       opt_bool(cfg, "multi_query", true)) {
     m.kv_heads = 1;
   }
-  m.head_dim = opt_int(cfg, {"head_dim"}, path).value_or(m.hidden / m.heads);
-  m.vocab = req_int(cfg, {"vocab_size"}, path);
+  if (m.kv_heads < 1 || m.kv_heads > m.heads) {
+    throw Error(path + ": num_key_value_heads: " + std::to_string(m.kv_heads) +
+                " is not in 1..num_attention_heads (" + std::to_string(m.heads) + ")");
+  }
+  m.head_dim = opt_int(cfg, {"head_dim"}, path, kMaxHeadDim).value_or(m.hidden / m.heads);
+  if (m.head_dim < 1 || m.head_dim > kMaxHeadDim) {
+    throw Error(path + ": head_dim: " + std::to_string(m.head_dim) +
+                (cfg.contains("head_dim") && !cfg["head_dim"].is_null()
+                     ? " must be > 0"
+                     : " (hidden_size / num_attention_heads) must be in 1.." +
+                           std::to_string(kMaxHeadDim)));
+  }
+  m.vocab = req_int(cfg, {"vocab_size"}, path, kMaxVocab);
   m.max_context =
-      opt_int(cfg, {"max_position_embeddings", "n_positions", "seq_length"}, path).value_or(4096);
+      opt_int(cfg, {"max_position_embeddings", "n_positions", "seq_length"}, path, kMaxContext).value_or(4096);
   m.tied_embeddings = root.contains("tie_word_embeddings")
                           ? opt_bool(root, "tie_word_embeddings", default_tied(t))
                           : opt_bool(cfg, "tie_word_embeddings", default_tied(t));
@@ -337,61 +373,78 @@ ModelSpec load_model_config(const std::string& path) {
   }
 
   const std::int64_t inter =
-      opt_int(cfg, {"intermediate_size", "n_inner", "ffn_hidden_size"}, path).value_or(4 * m.hidden);
+      opt_int(cfg, {"intermediate_size", "n_inner", "ffn_hidden_size"}, path, kMaxIntermediate).value_or(4 * m.hidden);
   m.intermediate = inter;
 
   // Latent attention (DeepSeek-V2/V3).
   if (t == "deepseek_v2" || t == "deepseek_v3") {
     m.attention = AttentionKind::kLatent;
-    m.q_lora_rank = opt_int(cfg, {"q_lora_rank"}, path).value_or(0);
-    m.kv_lora_rank = req_int(cfg, {"kv_lora_rank"}, path);
-    m.qk_nope_head_dim = req_int(cfg, {"qk_nope_head_dim"}, path);
-    m.qk_rope_head_dim = req_int(cfg, {"qk_rope_head_dim"}, path);
-    m.v_head_dim = req_int(cfg, {"v_head_dim"}, path);
+    m.q_lora_rank = opt_int(cfg, {"q_lora_rank"}, path, kMaxRank).value_or(0);
+    m.kv_lora_rank = req_int(cfg, {"kv_lora_rank"}, path, kMaxRank);
+    m.qk_nope_head_dim = req_int(cfg, {"qk_nope_head_dim"}, path, kMaxHeadDim);
+    m.qk_rope_head_dim = req_int(cfg, {"qk_rope_head_dim"}, path, kMaxHeadDim);
+    m.v_head_dim = req_int(cfg, {"v_head_dim"}, path, kMaxHeadDim);
     m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
   }
 
   // Mixture of experts.
-  m.experts = opt_int(cfg, {"num_local_experts", "num_experts", "n_routed_experts"}, path).value_or(0);
+  m.experts = opt_int(cfg, {"num_local_experts", "num_experts", "n_routed_experts"}, path, kMaxExperts).value_or(0);
   m.dense_layers = m.layers;
   if (m.experts > 0) {
-    m.experts_per_token = req_int(cfg, {"num_experts_per_tok", "experts_per_token"}, path);
+    m.experts_per_token = req_int(cfg, {"num_experts_per_tok", "experts_per_token"}, path, kMaxExperts);
     if (m.experts_per_token > m.experts) {
       throw Error(path + ": num_experts_per_tok (" + std::to_string(m.experts_per_token) +
                   ") exceeds the number of experts (" + std::to_string(m.experts) + ")");
     }
-    m.expert_intermediate = opt_int(cfg, {"moe_intermediate_size"}, path).value_or(inter);
+    m.expert_intermediate = opt_int(cfg, {"moe_intermediate_size"}, path, kMaxIntermediate).value_or(inter);
     std::int64_t moe_layers = m.layers;
     if (t == "deepseek_v2" || t == "deepseek_v3") {
-      const auto first_dense = opt_int(cfg, {"first_k_dense_replace"}, path).value_or(0);
+      const auto first_dense = opt_int(cfg, {"first_k_dense_replace"}, path, kMaxLayers).value_or(0);
+      if (first_dense > m.layers) {
+        throw Error(path + ": first_k_dense_replace: " + std::to_string(first_dense) +
+                    " exceeds num_hidden_layers (" + std::to_string(m.layers) + ")");
+      }
       moe_layers = m.layers - first_dense;
       m.shared_intermediate =
-          opt_int(cfg, {"n_shared_experts"}, path).value_or(0) * m.expert_intermediate;
+          opt_int(cfg, {"n_shared_experts"}, path, kMaxExperts).value_or(0) * m.expert_intermediate;
       // noaux_tc (DeepSeek-V3) routes with a bias per expert, a parameter of the gate.
       const auto method = cfg.find("topk_method");
       m.router_score_bias = method != cfg.end() && method->is_string() &&
                             method->get<std::string>() == "noaux_tc";
     } else if (t == "qwen2_moe" || t == "qwen3_moe") {
-      const auto step = opt_int(cfg, {"decoder_sparse_step"}, path).value_or(1);
+      const auto step = opt_int(cfg, {"decoder_sparse_step"}, path, kMaxLayers).value_or(1);
       std::int64_t n = 0;
       std::vector<std::int64_t> mlp_only;
       if (cfg.contains("mlp_only_layers") && cfg["mlp_only_layers"].is_array()) {
-        for (const auto& x : cfg["mlp_only_layers"]) mlp_only.push_back(x.get<std::int64_t>());
+        for (const auto& x : cfg["mlp_only_layers"]) {
+          if (!x.is_number_unsigned()) {
+            throw Error(path + ": mlp_only_layers: expected layer indices (whole numbers >= 0), got " +
+                        json_type_word(x));
+          }
+          mlp_only.push_back(static_cast<std::int64_t>(
+              std::min<std::uint64_t>(x.get<std::uint64_t>(), static_cast<std::uint64_t>(kMaxLayers))));
+        }
       }
       for (std::int64_t i = 0; i < m.layers; ++i) {
         const bool only = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
         if (!only && step > 0 && (i + 1) % step == 0) ++n;
       }
       moe_layers = n;
-      m.shared_intermediate = opt_int(cfg, {"shared_expert_intermediate_size"}, path).value_or(0);
+      m.shared_intermediate = opt_int(cfg, {"shared_expert_intermediate_size"}, path, kMaxIntermediate).value_or(0);
     } else if (t == "llama4_text" || t == "llama4") {
-      const auto step = opt_int(cfg, {"interleave_moe_layer_step"}, path).value_or(1);
+      const auto step = opt_int(cfg, {"interleave_moe_layer_step"}, path, kMaxLayers).value_or(1);
       moe_layers = step > 0 ? m.layers / step : 0;
       m.shared_intermediate = m.expert_intermediate;  // one shared expert of the same size
-      m.intermediate = opt_int(cfg, {"intermediate_size_mlp"}, path).value_or(inter);
+      m.intermediate = opt_int(cfg, {"intermediate_size_mlp"}, path, kMaxIntermediate).value_or(inter);
     }
     m.moe_layers = moe_layers;
     m.dense_layers = m.layers - moe_layers;
+    if (m.moe_layers > 0 && m.expert_intermediate == 0) {
+      throw Error(path + ": moe_intermediate_size: must be > 0 (the experts' MLP width)");
+    }
+  }
+  if (m.dense_layers > 0 && m.intermediate == 0) {
+    throw Error(path + ": intermediate_size: must be > 0 (the MLP width of the dense layers)");
   }
   read_sliding_window(cfg, path, m);
   if (const auto q = root.find("quantization_config"); q != root.end() && q->is_object()) {
@@ -406,9 +459,9 @@ ModelSpec load_model_config(const std::string& path) {
       m.extra_params = 870'000'000;
     } else {
       const json& v = root["vision_config"];
-      const auto vh = opt_int(v, {"hidden_size"}, path).value_or(0);
-      const auto vi = opt_int(v, {"intermediate_size"}, path).value_or(4 * vh);
-      const auto vl = opt_int(v, {"num_hidden_layers"}, path).value_or(0);
+      const auto vh = opt_int(v, {"hidden_size"}, path + ": vision_config", kMaxHidden).value_or(0);
+      const auto vi = opt_int(v, {"intermediate_size"}, path + ": vision_config", kMaxIntermediate).value_or(4 * vh);
+      const auto vl = opt_int(v, {"num_hidden_layers"}, path + ": vision_config", kMaxLayers).value_or(0);
       m.extra_params = vl * (4 * vh * vh + 3 * vh * vi) + vh * m.hidden + m.hidden * m.hidden;
     }
     m.extra_params_note = "vision tower, approximate";
@@ -433,11 +486,20 @@ ModelCatalogue ModelCatalogue::load_dir(const std::string& dir) {
     e.source = doc.optional_string("source").value_or("");
     e.dir = d.string();
     if (const auto a = doc.find("aliases"); a && a.IsSequence()) {
-      for (const auto& x : a) e.aliases.push_back(x.as<std::string>());
+      for (const auto& x : a) {
+        if (!x.IsScalar()) throw Error(doc.where("aliases") + ": expected a list of names");
+        e.aliases.push_back(x.Scalar());
+      }
     }
     if (const auto p = doc.find("published_parameters"); p && p.IsMap()) {
-      if (p["total"]) e.published_total = p["total"].as<double>();
-      if (p["active"]) e.published_active = p["active"].as<double>();
+      if (doc.has("published_parameters.total")) {
+        e.published_total = parse_number(doc.string("published_parameters.total"),
+                                         doc.where("published_parameters.total"));
+      }
+      if (doc.has("published_parameters.active")) {
+        e.published_active = parse_number(doc.string("published_parameters.active"),
+                                          doc.where("published_parameters.active"));
+      }
     }
     cat.entries_.push_back(std::move(e));
   }
@@ -471,9 +533,23 @@ ModelSpec ModelCatalogue::find(const std::string& wanted) const {
     m.hf_id = e->hf_id;
     return m;
   }
-  if (fs::is_regular_file(wanted)) return load_model_config(wanted);
-  if (fs::is_directory(wanted) && fs::exists(fs::path(wanted) / "config.json")) {
+  std::error_code ec;
+  if (fs::is_directory(wanted, ec)) {
+    if (!fs::exists(fs::path(wanted) / "config.json", ec)) {
+      throw Error(wanted + ": a folder without config.json; a model is a catalogue name (capsim "
+                  "list models), a Hugging Face id of one, or a path to a config.json");
+    }
     return load_model_config((fs::path(wanted) / "config.json").string());
+  }
+  if (fs::exists(wanted, ec)) return load_model_config(wanted);
+  // Text that can only be a path (a catalogue name or Hugging Face id has no ".json", starts
+  // with neither '/' nor '.') is reported as a missing file, not an unknown name.
+  const bool path_like = wanted.find(".json") != std::string::npos || wanted.rfind('/', 0) == 0 ||
+                         wanted.rfind("./", 0) == 0 || wanted.rfind("../", 0) == 0 ||
+                         std::count(wanted.begin(), wanted.end(), '/') > 1;
+  if (path_like) {
+    throw Error(wanted + ": no such file; a model is a catalogue name (capsim list models), a "
+                "Hugging Face id of one, or a path to a config.json");
   }
   std::vector<std::string> candidates = names();
   for (const auto& e : entries_) {

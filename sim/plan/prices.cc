@@ -83,7 +83,7 @@ PriceBook PriceBook::load(const std::string& path) {
                 "date}, purchase_usd: {...} (optional)}");
   }
   for (const auto& kv : cards) {
-    const std::string name = kv.first.as<std::string>();
+    const std::string name = yaml_scalar(kv.first, doc.where("cards"));
     const std::string base = "cards." + name;
     if (!kv.second.IsMap()) {
       throw Error(doc.where(base) +
@@ -91,7 +91,7 @@ PriceBook PriceBook::load(const std::string& path) {
                   "purchase_usd");
     }
     for (const auto& field : kv.second) {
-      const std::string key = field.first.as<std::string>();
+      const std::string key = yaml_scalar(field.first, doc.where(base));
       if (key != "usd_per_hour" && key != "purchase_usd") {
         throw Error(doc.where(base + "." + key) +
                     ": unknown field; accepted: usd_per_hour, purchase_usd");

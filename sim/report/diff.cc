@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 
 namespace capsim::diff {
 namespace {
@@ -94,15 +95,13 @@ std::string entry_of(const std::string& path) {
 }  // namespace
 
 Input load_result(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read file");
-  std::stringstream s;
-  s << in.rdbuf();
+  const std::string text = read_input_file(path, "capsim result");
+  check_json_depth(text, path);
   Input r;
   r.path = path;
   try {
-    r.json = nlohmann::json::parse(s.str());
-  } catch (const nlohmann::json::parse_error& e) {
+    r.json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse errors and number overflow
     throw Error(path + ": not JSON (" + std::string(e.what()) + "); diff reads `capsim simulate --json FILE` "
                 "(or plan, capacity, compare) results");
   }

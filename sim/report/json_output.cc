@@ -10,6 +10,21 @@
 #include "sim/core/error.h"
 
 namespace capsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes `text` to `path` as it is (no temporary, no rename): for FIFOs, devices and other
+// non-regular files, which a rename would replace rather than write.
+void write_in_place(const std::string& path, const std::string& text, const std::string& flag) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(flag + ": cannot write " + path + ": " + std::strerror(errno));
+  out << text;
+  out.flush();
+  if (!out) throw Error(flag + ": cannot write " + path + ": write failed");
+}
+
+}  // namespace
 
 void write_text_file(const std::string& path, const std::string& text, const std::string& flag) {
   if (path == "-") {
@@ -17,7 +32,29 @@ void write_text_file(const std::string& path, const std::string& text, const std
     std::cout.flush();
     return;
   }
-  const std::string tmp = path + ".partial";
+  // A symlink is followed: the file it names is the one written (and replaced atomically when it
+  // is a regular file), the link stays. Anything that exists and is not a regular file (a FIFO,
+  // /dev/null, a terminal) is written in place.
+  std::error_code ec;
+  fs::path target = path;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    // One link at a time, so a dangling link still names the file to create.
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec || hops == 40) {
+      throw Error(flag + ": cannot write " + path + ": " +
+                  (ec ? ec.message() : std::string("too many levels of symbolic links")));
+    }
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw Error(flag + ": cannot write " + path + ": is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    write_in_place(target.string(), text, flag);
+    return;
+  }
+  // A regular file (or none yet) appears whole or not at all: written beside it, then renamed.
+  const std::string final_path = target.string();
+  const std::string tmp = final_path + ".partial";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(flag + ": cannot write " + path + ": " + std::strerror(errno));
@@ -28,8 +65,7 @@ void write_text_file(const std::string& path, const std::string& text, const std
       throw Error(flag + ": cannot write " + path + ": write failed");
     }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
+  fs::rename(tmp, final_path, ec);
   if (ec) {
     std::remove(tmp.c_str());
     throw Error(flag + ": cannot write " + path + ": " + ec.message());

@@ -1,5 +1,6 @@
 // Writing a command's JSON result: to stdout for "-", otherwise to a file that appears whole
-// or not at all (written beside it, then renamed).
+// or not at all (written beside it, then renamed) when it is a regular file; a FIFO, a device
+// (/dev/null) or another non-regular file is written in place, and a symlink is followed.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -6,7 +6,9 @@
 // --max-concurrency with an unbounded request rate).
 #include <sstream>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/run_limits.h"
 #include "sim/workload/generators.h"
 
 namespace capsim {
@@ -23,9 +25,11 @@ struct UserState {
 class ClosedLoop : public Workload {
  public:
   explicit ClosedLoop(const ClosedLoopConfig& c)
-      : c_(c), rng_(Rng(c.seed).split(3)), users_(static_cast<std::size_t>(std::max(c.users, 0))) {
+      : c_(c), rng_(Rng(c.seed).split(3)) {
     if (c_.users < 1) throw Error("--users: " + std::to_string(c_.users) + " is not a number of users >= 1");
-    if (c_.users > 10'000'000) throw Error("--users: " + std::to_string(c_.users) + " is absurd; accepted: 1..10000000");
+    check_run_limit(RunLimit::kUsers, c_.users, "--users");
+    if (c_.requests) check_run_limit(RunLimit::kRequests, static_cast<double>(*c_.requests), "--requests");
+    users_.resize(static_cast<std::size_t>(c_.users));  // after the checks: memory grows with it
   }
 
   void start(ArrivalSink& sink) override {
@@ -81,6 +85,11 @@ class ClosedLoop : public Workload {
 
   void send(std::uint32_t u, SimTime at, ArrivalSink& sink) {
     if (c_.requests && sent_ >= *c_.requests) return;
+    if (at > from_seconds(checked::kMaxSimSeconds)) {
+      throw Error("--think-time: user " + std::to_string(u) + "'s next request would arrive past "
+                  "the longest simulated time (" + checked::show(checked::kMaxSimSeconds) +
+                  " s); shorten the think time or send fewer requests");
+    }
     UserState& s = users_[u];
     const auto question = static_cast<std::int64_t>(c_.lengths.prompt.sample(rng_));
     const auto answer = static_cast<std::int64_t>(c_.lengths.output.sample(rng_));

@@ -1,10 +1,13 @@
 #include "sim/workload/distributions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
 
@@ -25,16 +28,43 @@ const char* kAccepted =
     "accepted: N, uniform:MIN:MAX, normal:MEAN:SD, lognormal:MEAN:P99, exponential:MEAN, "
     "geometric:MEAN, empirical:FILE.csv:COLUMN (or YAML {dist: ..., ...})";
 
+// Most turns in one chat session.
+constexpr double kMaxCount = 1e6;
+
+// The largest value a distribution of `unit` may take: what the simulator's types carry.
+double max_value(Distribution::Unit unit) {
+  switch (unit) {
+    case Distribution::Unit::kSeconds: return checked::kMaxSimSeconds;
+    case Distribution::Unit::kTokens: return static_cast<double>(checked::kMaxTokens);
+    case Distribution::Unit::kCount: return kMaxCount;
+  }
+  return kMaxCount;
+}
+
+const char* unit_word(Distribution::Unit unit) {
+  switch (unit) {
+    case Distribution::Unit::kSeconds: return "s";
+    case Distribution::Unit::kTokens: return "tokens";
+    case Distribution::Unit::kCount: return "";
+  }
+  return "";
+}
+
 double value_of(const std::string& text, Distribution::Unit unit, const std::string& where) {
-  if (unit == Distribution::Unit::kSeconds) return units::parse_time(text, where);
-  return parse_number(text, where);
+  const double v = unit == Distribution::Unit::kSeconds ? units::parse_time(text, where)
+                                                        : parse_number(text, where);
+  return checked::finite_in(v, 0, max_value(unit), where, unit_word(unit));
 }
 
 std::shared_ptr<const std::vector<double>> load_column(const std::string& file,
                                                        const std::string& column,
                                                        const std::string& where) {
-  std::ifstream in(file);
-  if (!in) throw Error(where + ": cannot read " + file);
+  std::istringstream in;
+  try {
+    in.str(read_input_file(file, "empirical distribution CSV", kMaxTableBytes));
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
   std::string header;
   std::getline(in, header);
   if (!header.empty() && header.back() == '\r') header.pop_back();
@@ -140,14 +170,14 @@ Distribution Distribution::parse(const std::string& text, Unit unit, const std::
 
 Distribution Distribution::from_yaml(const YAML::Node& node, Unit unit, const std::string& where) {
   if (!node) throw Error(where + ": missing");
-  if (node.IsScalar()) return parse(node.as<std::string>(), unit, where);
+  if (node.IsScalar()) return parse(node.Scalar(), unit, where);
   if (!node.IsMap() || !node["dist"]) {
     throw Error(where + ": expected a value or {dist: ..., ...}; " + kAccepted);
   }
-  const std::string k = node["dist"].as<std::string>();
+  const std::string k = yaml_scalar(node["dist"], where + ".dist");
   const auto field = [&](const char* f) {
     if (!node[f]) throw Error(where + "." + f + ": missing (" + k + " needs it)");
-    return node[f].as<std::string>();
+    return yaml_scalar(node[f], where + "." + f);
   };
   if (k == "fixed") return parse("fixed:" + field("value"), unit, where);
   if (k == "uniform") return parse("uniform:" + field("min") + ":" + field("max"), unit, where);
@@ -177,8 +207,10 @@ double Distribution::sample(Rng& rng) const {
           rng.uniform_int(0, static_cast<std::int64_t>(values_->size()) - 1))];
       break;
   }
-  if (unit_ == Unit::kSeconds) return std::max(0.0, v);
-  return std::max(1.0, std::round(v));
+  // Draws are clamped to what the types carry; the parameters are already within it, so only a
+  // far tail (a lognormal beyond 1e9 tokens) is ever cut.
+  if (unit_ == Unit::kSeconds) return std::clamp(v, 0.0, max_value(unit_));
+  return std::clamp(std::round(v), 1.0, max_value(unit_));
 }
 
 double Distribution::mean() const {

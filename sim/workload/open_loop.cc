@@ -5,7 +5,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/run_limits.h"
 #include "sim/workload/generators.h"
 
 namespace capsim {
@@ -47,6 +49,23 @@ class OpenLoop : public Workload {
     if (!c_.requests && !c_.duration_s) {
       throw Error("open-loop workload: give --requests N or --duration D (it would never end)");
     }
+    if (c_.requests) check_run_limit(RunLimit::kRequests, static_cast<double>(*c_.requests), "--requests");
+    if (c_.duration_s && c_.process != ArrivalProcess::kOffline) {
+      // Expected arrivals within the duration: each stage's rate for its length, the last one
+      // (or one without a length) to the end.
+      double expected = 0, t = 0;
+      for (const auto& st : c_.stages) {
+        const double len = st.duration_s > 0 ? std::min(st.duration_s, *c_.duration_s - t)
+                                             : *c_.duration_s - t;
+        if (len <= 0) break;
+        expected += st.rate * len;
+        t += len;
+      }
+      if (t < *c_.duration_s) expected += c_.stages.back().rate * (*c_.duration_s - t);
+      if (!c_.requests || expected < static_cast<double>(*c_.requests)) {
+        check_run_limit(RunLimit::kRequests, expected, "--rate x --duration");
+      }
+    }
     if (c_.prefix.prompts_per_group > 0) build_prompt_pool();
   }
 
@@ -81,6 +100,11 @@ class OpenLoop : public Workload {
     if (c_.requests && emitted_ >= *c_.requests) return;
     if (emitted_ > 0 || c_.process != ArrivalProcess::kOffline) advance_clock();
     if (c_.duration_s && clock_s_ > *c_.duration_s) return;
+    if (!(clock_s_ <= checked::kMaxSimSeconds)) {
+      throw Error("--rate: request " + std::to_string(emitted_ + 1) + " would arrive at " +
+                  checked::show(clock_s_) + " s, past the longest simulated time (" +
+                  checked::show(checked::kMaxSimSeconds) + " s); raise the rate or send fewer requests");
+    }
     Request r;
     r.id = emitted_++;
     r.arrival = from_seconds(clock_s_);

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/workload/trace_internal.h"
 
@@ -32,8 +33,27 @@ LineSource::LineSource(std::string path) : path_(std::move(path)) {
   if (!in_) throw Error(path_ + ": cannot open the trace file for reading");
 }
 
+// std::getline would hold a whole newline-free file in memory; lines are read with a bound.
+bool LineSource::read_line(std::string& line) {
+  line.clear();
+  std::streambuf* buf = in_.rdbuf();
+  bool any = false;
+  for (;;) {
+    const int c = buf->sbumpc();
+    if (c == std::char_traits<char>::eof()) return any;
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() >= kMaxLineBytes) {
+      throw Error(path_ + ":" + std::to_string(line_no_ + 1) + ": line longer than " +
+                  std::to_string(kMaxLineBytes >> 20) +
+                  " MiB; a trace has one request per line (is this a trace file?)");
+    }
+    line.push_back(static_cast<char>(c));
+  }
+}
+
 bool LineSource::next(std::string& line) {
-  while (std::getline(in_, line)) {
+  while (read_line(line)) {
     ++line_no_;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line_no_ == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
@@ -67,8 +87,9 @@ std::int64_t parse_count(const LineSource& src, std::string_view label, std::str
   std::int64_t value = 0;
   const char* end = t.data() + t.size();
   const auto [ptr, ec] = std::from_chars(t.data(), end, value);
-  if (ec == std::errc::result_out_of_range) {
-    fail(src, label, text, "is out of range (at most 9223372036854775807)");
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && value > checked::kMaxTokens)) {
+    fail(src, label, text,
+         "is out of range (at most " + std::to_string(checked::kMaxTokens) + " tokens)");
   }
   if (t.empty() || ec != std::errc() || ptr != end || value < 0) {
     fail(src, label, text, "is not a non-negative integer");
@@ -389,6 +410,12 @@ class ScaledReader final : public TraceReader {
       return false;
     }
     out.arrival_s = row_.offset_s * scale_;
+    if (!(out.arrival_s <= checked::kMaxSimSeconds)) {
+      throw Error(src_->lines().here() + ": " + src_->time_label() + ": " +
+                  quote_text(row_.time_text) + " is " + checked::show(out.arrival_s) +
+                  " s after the first request (time scale applied); at most " +
+                  checked::show(checked::kMaxSimSeconds) + " s can be simulated");
+    }
     out.input_tokens = row_.input_tokens;
     out.output_tokens = row_.output_tokens;
     out.hash_ids.swap(row_.hash_ids);

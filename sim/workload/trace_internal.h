@@ -23,7 +23,13 @@ class LineSource {
   const std::string& path() const { return path_; }
   std::string here() const { return path_ + ":" + std::to_string(line_no_); }  // "path:LINE"
 
+  // The longest line accepted: a Mooncake line of a 1M-token prompt is ~12 KB (2,000 hash ids);
+  // 1 MiB bounds one line's JSON value to ~25 MB.
+  static constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+
  private:
+  bool read_line(std::string& line);
+
   std::string path_;
   std::ifstream in_;
   std::int64_t line_no_ = 0;

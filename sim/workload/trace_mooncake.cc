@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 #include "sim/workload/trace_internal.h"
 
 namespace capsim::trace_detail {
@@ -36,11 +38,18 @@ class MooncakeSource final : public RowSource {
   bool next(RawRow& out) override {
     if (!src_.next(line_)) return false;
     json j;
+    if (json_depth(line_).line_over) {
+      throw Error(src_.here() + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels; each line must be one JSON object like " + kExample);
+    }
     try {
       j = json::parse(line_);
     } catch (const json::parse_error& e) {
       throw Error(src_.here() + ": malformed JSON at character " + std::to_string(e.byte) +
                   "; each line must be one JSON object like " + kExample);
+    } catch (const json::exception& e) {  // a number beyond double's range: out_of_range 406
+      throw Error(src_.here() + ": malformed JSON (" + e.what() +
+                  "); each line must be one JSON object like " + kExample);
     }
     if (!j.is_object()) {
       throw Error(src_.here() + ": expected a JSON object, found " + type_word(j) +
@@ -102,8 +111,9 @@ class MooncakeSource final : public RowSource {
     const std::string label = std::string("field '") + name + "'";
     if (!v.is_number_unsigned()) fail(src_, label, v.dump(), "is not a non-negative integer");
     const auto value = v.get<std::uint64_t>();
-    if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail(src_, label, v.dump(), "is out of range (at most 9223372036854775807)");
+    if (value > static_cast<std::uint64_t>(checked::kMaxTokens)) {
+      fail(src_, label, v.dump(),
+           "is out of range (at most " + std::to_string(checked::kMaxTokens) + " tokens)");
     }
     const auto n = static_cast<std::int64_t>(value);
     if (n < 1) require_positive(src_, label, v.dump(), n, what);

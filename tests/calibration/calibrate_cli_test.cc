@@ -183,6 +183,11 @@ TEST_CASE("cli: calibrate compare prints predicted vs measured step times with t
   CHECK(o.err == "capsim: error: " + odd +
                      ":2: prefill_tokens: 1000 is not a multiple of batch 3; a prefill row holds batch sequences of "
                      "equal chunks\n");
+  // 1e300 was cast to int64 unchecked (undefined behaviour; UBSan flags it in the sanitizer build).
+  const std::string huge = dir.write("huge.csv", "model,card,batch,context,prefill_tokens,step_ms\nllama-3.1-8b,h100-sxm,1,1e300,0,2\n");
+  const Result h = run("calibrate compare '" + huge + "'");
+  CHECK(h.status == 2);
+  CHECK(h.err == "capsim: error: " + huge + ":2: context: '1e300' is not a whole number (at most 1e12)\n");
 }
 
 TEST_CASE("cli: --no-calibration and CAPSIM_NO_CALIBRATION=1 keep profiles from applying", "[calibration][cli]") {

@@ -76,7 +76,9 @@ TEST_CASE("profile: malformed and foreign profiles are refused with pinned messa
   CHECK(error_of([&] { load_profile(dir.path() + "/none.json"); }) == dir.path() + "/none.json: cannot read file");
   const std::string bad = dir.write("bad.json", "{\"format\": ");
   CHECK(error_of([&] { load_profile(bad); }) ==
-        bad + ": malformed JSON (byte 12); expected a capsim calibration profile written by capsim-calibrate");
+        bad + ":1: malformed JSON: [json.exception.parse_error.101] parse error at line 1, column 12: "
+              "syntax error while parsing value - unexpected end of input; expected '[', '{', or a literal; "
+              "expected a capsim calibration profile written by capsim-calibrate");
 
   CHECK(parse_error(json::array()) ==
         "p.json: expected a JSON object at the top level; accepted: \"capsim-calibration-profile\" (written by capsim-calibrate)");

@@ -211,7 +211,9 @@ TEST_CASE("roofline: a single token reads 2 of mixtral's 8 experts", "[cost][roo
   // Two tokens: 8 x (1 - (3/4)^2) = 3.5 experts expected.
   //   (3.5 x 176,160,768 x 2 + 65,536 + 2 x 2 x 4096 x 2) x 32
   //   = (1,233,125,376 + 65,536 + 32,768) x 32 = 39,463,157,760 B.
-  const OperatorCost& two = group(cost.breakdown(decodes(2, 1024)), "moe_mlp");
+  // The breakdown is kept in a variable: group() returns a reference into it.
+  const StepBreakdown two_tokens = cost.breakdown(decodes(2, 1024));
+  const OperatorCost& two = group(two_tokens, "moe_mlp");
   CHECK(two.bytes == Approx(39'463'157'760.0).epsilon(1e-15));
 }
 

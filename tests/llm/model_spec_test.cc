@@ -335,7 +335,7 @@ TEST_CASE("models: malformed configs are rejected with exact messages", "[llm][m
   }
   SECTION("a width that is not a whole number") {
     CHECK(load_error(R"({"model_type": "llama", "hidden_size": 4096.5})") ==
-          f + ": hidden_size: expected a whole number, got 4096.5");
+          f + ": hidden_size: '4096.5' is not a whole number in 0..131072");
   }
   SECTION("KV heads that do not divide the heads") {
     CHECK(load_error(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/core/error.h"
 #include "sim/report/diff.h"
 #include "tests/check/cli_run.h"
 
@@ -129,4 +130,27 @@ TEST_CASE("diff: bad or foreign JSON exits 2 naming the file", "[diff][errors]")
   CHECK(r.status == 2);
   CHECK(r.err == "capsim: error: " + tmp.file("missing.json") + ": cannot read file\n");
   CHECK(r.out.empty());
+}
+
+TEST_CASE("diff: a number beyond double's range, or nesting 100k deep, is an error naming the file",
+          "[diff][errors]") {
+  // Found by fuzz_json_results (crash-202f7b90...): nlohmann's out_of_range escaped as "number
+  // overflow" without a file; a deep value overflowed the stack while its message was built.
+  Scratch tmp("diff_bad");
+  const std::string big = tmp.write("big.json", "{\"capsim\": {\"arrived\": 0.113046972e021331}}");
+  try {
+    capsim::diff::load_result(big);
+    FAIL("no error");
+  } catch (const capsim::Error& e) {
+    CHECK(std::string(e.what()) ==
+          big + ": not JSON ([json.exception.out_of_range.406] number overflow parsing "
+                "'0.113046972e021331'); diff reads `capsim simulate --json FILE` (or plan, capacity, "
+                "compare) results");
+  }
+  const std::string deep = tmp.write("deep.json", "{\"scenario\":\n" + std::string(100'000, '[') +
+                                                      std::string(100'000, ']') + "}");
+  const Run r = run_capsim("diff " + deep + " " + deep);
+  CHECK(r.status == 2);
+  CHECK(r.err == "capsim: error: " + deep + ":2: JSON nested deeper than 128 levels; capsim's JSON "
+                 "inputs nest a few levels\n");
 }

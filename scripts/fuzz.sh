@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds capsim's libFuzzer targets (fuzz/, clang-14, ASan + UBSan) in build-asan/ (shared with
+# scripts/sanitize.sh: one compile serves both) and runs each for SECONDS (default 60) on one
+# core, seeding its corpus from the repository's own files.
+#   scripts/fuzz.sh [SECONDS] [TARGET...]        (default: every target)
+# Prints one line per target: executions reached, corpus size, and whether it crashed. A crash
+# leaves its input in build-asan/crashes/TARGET/; turn it into a regression test (tests/) and fix
+# it. Exit status 1 when any target crashed. BUILD_DIR overrides the build folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift || true
+build="${BUILD_DIR:-build-asan}"
+all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
+     fuzz_assumptions fuzz_json_results fuzz_expressions)
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
+
+BUILD_DIR="$build" ./scripts/sanitize.sh --configure-only
+cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
+
+# Seed corpora: the repository's files of each format. Targets whose first byte picks a format or
+# parser get that byte prepended.
+seed() {  # seed TARGET PREFIX-BYTE-OR-EMPTY FILES...
+  local t="$1" prefix="$2"; shift 2
+  local dir="$build/corpus/$t"
+  mkdir -p "$dir"
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    local out="$dir/seed-$(echo "$prefix$f" | md5sum | cut -c1-12)"
+    if [ -n "$prefix" ]; then { printf "\\x$prefix"; cat "$f"; } >"$out"; else cp "$f" "$out"; fi
+  done
+}
+for t in "${targets[@]}"; do
+  case "$t" in
+    fuzz_trace)
+      seed "$t" 00 workloads/traces/azure-*.csv
+      seed "$t" 01 workloads/traces/*.jsonl
+      seed "$t" 02 workloads/traces/burstgpt-*.csv
+      seed "$t" 03 workloads/traces/*plain*.csv workloads/traces/*.csv
+      seed "$t" 04 workloads/traces/* ;;
+    fuzz_model_config) seed "$t" "" models/*/config.json ;;
+    fuzz_card_yaml) seed "$t" "" calibration/cards/*.yaml ;;
+    fuzz_engine_yaml) seed "$t" "" calibration/engines/*.yaml ;;
+    fuzz_prices) seed "$t" "" calibration/prices.yaml ;;
+    fuzz_scenario) seed "$t" "" workloads/*.yaml ;;
+    fuzz_assumptions) seed "$t" "" workloads/assumptions.yaml ;;
+    fuzz_json_results)
+      seed "$t" 00 workloads/baselines/*.json
+      seed "$t" 01 fuzz/seeds/fuzz_json_results/*.json ;;
+    fuzz_expressions) seed "$t" "" fuzz/seeds/fuzz_expressions/* ;;
+  esac
+done
+
+for t in "${targets[@]}"; do seed "$t" "" fuzz/regressions/"$t"/*; done
+
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$build/crashes/$t" "$build/corpus/$t"
+  log="$build/fuzz-$t.log"
+  # -rss_limit_mb and -timeout turn an input that eats memory or hangs into a finding too.
+  set +e
+  "$build/fuzz/$t" "$build/corpus/$t" -max_total_time="$seconds" \
+      -rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1 \
+      -artifact_prefix="$build/crashes/$t/" >"$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  corpus=$(ls "$build/corpus/$t" | wc -l)
+  if [ $rc -eq 0 ]; then verdict="ok"; else verdict="CRASH (rc $rc, see $log)"; status=1; fi
+  printf '%-20s %12s executions in %ss, corpus %5s files: %s\n' "$t" "${runs:-?}" "$seconds" "$corpus" "$verdict"
+done
+exit $status

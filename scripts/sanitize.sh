@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer (docs/robustness.md),
+# built by clang-14 in build-asan/ with the simulation's invariant checks compiled in. The same
+# folder holds the libFuzzer targets (scripts/fuzz.sh): the library is instrumented for both, so
+# one compile serves CI's sanitizer run and its fuzz run.
+#   scripts/sanitize.sh                   configure, build capsim, the tests and the fuzz targets,
+#                                         run ctest (the tests and the fuzz regressions)
+#   scripts/sanitize.sh --configure-only  (used by scripts/fuzz.sh)
+# Any sanitizer report or broken invariant aborts the test that met it, so ctest fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build="${BUILD_DIR:-build-asan}"
+jobs="${JOBS:-$(nproc)}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  # -O1 keeps the instrumented build and run quick; line tables are enough for sanitizer stacks.
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
+        -DCMAKE_CXX_COMPILER=clang++-14 -DCAPSIM_SANITIZE=ON -DCAPSIM_FUZZ=ON -DCAPSIM_CUDA=OFF \
+        >/dev/null
+fi
+[ "${1:-}" = "--configure-only" ] && exit 0
+cmake --build "$build" -j"$jobs" --target capsim capsim_tests capsim_fuzzers
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir "$build" --output-on-failure -j"$jobs"

@@ -1,0 +1,121 @@
+// Malformed config.json files (issue #11): each is refused with the file, the field and the
+// accepted range, before anything divides by or multiplies its numbers.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/llm/model_spec.h"
+#include "tests/support/temp_dir.h"
+
+#ifndef CAPSIM_DATA_DIR
+#error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
+#endif
+
+namespace {
+
+using Catch::Matchers::Contains;
+
+// A small Llama: hidden 64 = 4 heads x 16.
+std::string config(const std::string& extra) {
+  return R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "vocab_size": 100, "intermediate_size": 128)" +
+         (extra.empty() ? std::string() : ", " + extra) + "}";
+}
+
+std::string error_of(const std::string& text) {
+  capsim_test::TempDir dir("cfg");
+  const std::string path = dir.write("config.json", text);
+  try {
+    capsim::load_model_config(path);
+  } catch (const capsim::Error& e) {
+    std::string msg = e.what();
+    // The path is the temporary folder's; keep the part after it.
+    const auto at = msg.find("config.json");
+    return at == std::string::npos ? msg : msg.substr(at);
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("model config: the small Llama loads, with its counts worked by hand", "[llm][robust]") {
+  capsim_test::TempDir dir("cfg");
+  const capsim::ModelSpec m = capsim::load_model_config(dir.write("config.json", config("")));
+  CHECK(m.kv_heads == 4);
+  CHECK(m.head_dim == 16);
+  // Per layer: attention 4 x 64 x 64 = 16,384; MLP 3 x 64 x 128 = 24,576; norms 2 x 64 = 128.
+  // Embeddings 100 x 64 twice (untied) = 12,800, final norm 64.
+  CHECK(m.total_params() == 2 * (16'384 + 24'576 + 128) + 12'800 + 64);
+}
+
+TEST_CASE("model config: kv heads must be in 1..heads (0 divided by zero before)", "[llm][robust]") {
+  CHECK_THAT(error_of(config(R"("num_key_value_heads": 0)")),
+             Contains("config.json: num_key_value_heads: 0 is not in 1..num_attention_heads (4)"));
+  CHECK_THAT(error_of(config(R"("num_key_value_heads": 8)")),
+             Contains("num_key_value_heads: 8 is not in 1..num_attention_heads (4)"));
+  CHECK_THAT(error_of(config(R"("num_key_value_heads": 3)")),
+             Contains("num_key_value_heads (3) must divide num_attention_heads (4)"));
+}
+
+TEST_CASE("model config: head_dim 0 and sizes that leave a zero head are refused", "[llm][robust]") {
+  CHECK_THAT(error_of(config(R"("head_dim": 0)")), Contains("config.json: head_dim: 0 must be > 0"));
+  // hidden 2 / 4 heads = 0 by integer division.
+  CHECK_THAT(error_of(R"({"model_type": "llama", "hidden_size": 2, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "vocab_size": 100})"),
+             Contains("head_dim: 0 (hidden_size / num_attention_heads) must be in 1..4096"));
+  CHECK_THAT(error_of(config(R"("intermediate_size": 0)")),
+             Contains("intermediate_size: must be > 0"));
+}
+
+TEST_CASE("model config: dimensions whose products overflow int64 are refused", "[llm][robust]") {
+  CHECK_THAT(error_of(R"({"model_type": "llama", "hidden_size": 4000000000, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "vocab_size": 100})"),
+             Contains("hidden_size: 4000000000 is out of range; accepted: 0..131072"));
+  CHECK_THAT(error_of(R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1e18,
+                          "num_attention_heads": 4, "vocab_size": 100})"),
+             Contains("num_hidden_layers: '1e+18' is not a whole number in 0..1024"));
+  CHECK_THAT(error_of(config(R"("vocab_size": 18446744073709551615)")),
+             Contains("vocab_size: 18446744073709551615 is out of range; accepted: 0..8388608"));
+  CHECK_THAT(error_of(config(R"("head_dim": -3)")), Contains("head_dim: -3 is negative"));
+  CHECK_THAT(error_of(config(R"("head_dim": 16.5)")), Contains("head_dim: '16.5' is not a whole number"));
+  CHECK_THAT(error_of(config(R"("head_dim": "16")")), Contains("head_dim: expected a whole number, got a string"));
+}
+
+TEST_CASE("model config: MoE fields are checked against the layer count", "[llm][robust]") {
+  CHECK_THAT(error_of(R"({"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "vocab_size": 100, "kv_lora_rank": 8, "qk_nope_head_dim": 8,
+      "qk_rope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 32, "first_k_dense_replace": 5})"),
+             Contains("first_k_dense_replace: 5 exceeds num_hidden_layers (2)"));
+  CHECK_THAT(error_of(R"({"model_type": "qwen2_moe", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "vocab_size": 100, "num_experts": 4, "num_experts_per_tok": 2,
+      "mlp_only_layers": ["a"]})"),
+             Contains("mlp_only_layers: expected layer indices (whole numbers >= 0), got a string"));
+}
+
+TEST_CASE("model config: nesting 100k levels deep is refused before parsing", "[llm][robust]") {
+  const std::string deep = config(R"("x": )" + std::string(100'000, '[') + std::string(100'000, ']'));
+  CHECK_THAT(error_of(deep), Contains("config.json:2: JSON nested deeper than 128 levels"));
+  CHECK_THAT(error_of(R"({"model_type": 7})"), Contains("model_type: expected a string, got a number"));
+}
+
+TEST_CASE("model catalogue: a path that does not exist is a missing file, not an unknown model",
+          "[llm][robust]") {
+  const capsim::ModelCatalogue cat = capsim::ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
+  for (const std::string p : {"/no/such/config.json", "./missing/config.json", "nope.json"}) {
+    try {
+      cat.find(p);
+      FAIL("no error for " << p);
+    } catch (const capsim::Error& e) {
+      CHECK_THAT(e.what(), Contains(p + ": no such file"));
+    }
+  }
+  CHECK_THAT([&] {
+    try {
+      cat.find("llama-3.1-8c");
+    } catch (const capsim::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(), Contains("unknown model 'llama-3.1-8c'"));
+}
