@@ -2,6 +2,7 @@
 // and — when it does not fit — by how much and what would.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
@@ -16,7 +17,7 @@ namespace {
 
 struct FitOptions {
   DeploymentFlags deployment;
-  long long context = 4096;
+  std::optional<long long> context;  // default: --max-model-len when set, else 4096
   std::string json;
 };
 
@@ -50,6 +51,14 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
         {"kv_bytes_per_token", p.kv_bytes_per_token_per_gpu}}},
       {"kv_blocks", p.kv_blocks},
       {"kv_tokens", p.kv_tokens},
+      {"kv_block_bytes", p.kv_block_bytes},
+      {"kv_longest_sequence_tokens", p.kv_longest_sequence},
+      {"checkpoint_quantization", d.model.checkpoint_quant},
+      {"checkpoint_weight_bytes", d.model.checkpoint_weight_bytes()},
+      {"kv_layers_per_block", p.layout.layers_per_group},
+      {"sliding_window", d.model.sliding_window},
+      {"sliding_layers", d.model.sliding_layers},
+      {"max_model_len", p.max_model_len},
       {"context", p.context},
       {"max_sequences_at_context", p.max_sequences_at_context},
       {"fits", p.fits},
@@ -120,6 +129,7 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
     d.card = *c;
     d.limits = default_limits(*c, base.engine);
     d.limits.block_size = base.limits.block_size;
+    d.limits.max_model_len = base.limits.max_model_len;
     MemoryPlan plan;
     if (fits(d, plan)) {
       out.emplace_back("--card " + c->name, plan);
@@ -131,10 +141,12 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
 
 int run_fit(const FitOptions& o) {
   const Deployment d = o.deployment.resolve();
-  const MemoryPlan p = plan_memory(d, o.context);
+  const long long context =
+      o.context ? *o.context : (d.limits.max_model_len > 0 ? d.limits.max_model_len : 4096);
+  const MemoryPlan p = plan_memory(d, context);
   const ModelSpec& m = d.model;
   nlohmann::json j = plan_json(d, p);
-  const auto alts = p.fits ? decltype(alternatives(d, o.context)){} : alternatives(d, o.context);
+  const auto alts = p.fits ? decltype(alternatives(d, context)){} : alternatives(d, context);
   nlohmann::json alt_json = nlohmann::json::array();
   for (const auto& [label, ap] : alts) {
     alt_json.push_back({{"change", label}, {"kv_tokens", ap.kv_tokens},
@@ -151,7 +163,15 @@ int run_fit(const FitOptions& o) {
     std::cout << "; weights " << units::format_bytes(m.weight_bytes(d.weights)) << " ("
               << units::format_bytes_gib(m.weight_bytes(d.weights)) << ") in "
               << precision_name(d.weights) << "; KV cache "
-              << fmt("%.1f", m.kv_bytes_per_token(d.kv_cache) / 1024) << " KiB per token\n\n";
+              << fmt("%.1f", m.kv_bytes_per_token(d.kv_cache) / 1024) << " KiB per token\n";
+    if (!m.checkpoint_quant.empty()) {
+      // What the upstream checkpoint ships; the plan below uses --weights.
+      std::cout << "  checkpoint as shipped: " << m.checkpoint_quant << " (quantization_config), "
+                << units::format_bytes(m.checkpoint_weight_bytes()) << " ("
+                << units::format_bytes_gib(m.checkpoint_weight_bytes())
+                << "); the plan uses --weights " << precision_name(d.weights) << "\n";
+    }
+    std::cout << "\n";
     TextTable t({"per GPU", "GiB", "GB", "note"});
     t.row({"visible memory", fmt("%.2f", gib(p.visible)), fmt("%.2f", p.visible / 1e9),
            "what the driver reports"});
@@ -170,15 +190,27 @@ int run_fit(const FitOptions& o) {
     t.print(std::cout);
     std::cout << "\n";
     if (p.fits) {
-      std::cout << "  fits. KV cache: " << p.kv_blocks << " blocks of " << d.limits.block_size
-                << " tokens = " << p.kv_tokens << " tokens ("
-                << fmt("%.1f", p.kv_bytes_per_token_per_gpu / 1024) << " KiB per token per GPU)\n";
-      std::cout << "  concurrent sequences of " << o.context << " tokens: "
+      if (p.layout.hybrid()) {
+        // Sliding-window layers: blocks are per layer group, so tokens are an effective figure.
+        std::cout << "  fits. KV cache: " << p.kv_blocks << " blocks of " << d.limits.block_size
+                  << " tokens x " << p.layout.layers_per_group << " layers ("
+                  << m.full_attention_layers() << " full-attention layers, "
+                  << m.sliding_layers << " with a " << m.sliding_window
+                  << "-token window) = " << p.kv_tokens
+                  << " tokens per group; the longest sequence it holds: " << p.kv_longest_sequence
+                  << " tokens\n";
+      } else {
+        std::cout << "  fits. KV cache: " << p.kv_blocks << " blocks of " << d.limits.block_size
+                  << " tokens = " << p.kv_tokens << " tokens ("
+                  << fmt("%.1f", p.kv_bytes_per_token_per_gpu / 1024) << " KiB per token per GPU)\n";
+      }
+      std::cout << "  concurrent sequences of " << context << " tokens: "
                 << p.max_sequences_at_context << " (KV-limited; max_num_seqs "
                 << d.limits.max_num_seqs << ")\n";
-      if (m.max_context > p.kv_tokens) {
+      if (d.limits.max_model_len == 0 && m.max_context > p.kv_longest_sequence) {
         std::cout << "  note: the model's context (" << m.max_context
-                  << " tokens) exceeds the KV cache; vLLM needs --max-model-len <= " << p.kv_tokens
+                  << " tokens) exceeds the KV cache; vLLM needs --max-model-len <= "
+                  << p.kv_longest_sequence
                   << "\n";
       }
       if (p.outside_budget > p.visible - p.budget) {
@@ -196,7 +228,7 @@ int run_fit(const FitOptions& o) {
         std::cout << "  what would fit:\n";
         for (const auto& [label, ap] : alts) {
           std::cout << "    " << label << ": " << ap.kv_tokens << " KV tokens, "
-                    << ap.max_sequences_at_context << " sequences of " << o.context << " tokens\n";
+                    << ap.max_sequences_at_context << " sequences of " << context << " tokens\n";
         }
       }
     }
@@ -218,9 +250,9 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       "  capsim fit --model mixtral-8x7b --card a100-80gb-sxm --tp 2 --kv-cache fp8 --context 8192\n"
       "exit status: 0 fits, 1 does not fit, 2 bad input");
   opts->deployment.add_to(*cmd);
-  cmd->add_option("--context,--max-model-len", opts->context,
-                  "sequence length (prompt + output) for the concurrency figure")
-      ->capture_default_str()
+  cmd->add_option("--context", opts->context,
+                  "sequence length (prompt + output) for the concurrency figure (default: "
+                  "--max-model-len when given, else 4096)")
       ->check(CLI::Range(1LL, 100'000'000LL));
   cmd->add_option("--json", opts->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->callback([opts, &exit_code] { exit_code = run_fit(*opts); });

@@ -71,6 +71,11 @@ void DeploymentFlags::add_to(CLI::App& app, bool with_limits) {
   app.add_option("--gpu-memory-utilization", gpu_memory_utilization,
                  "fraction of GPU memory the engine may use (vLLM: 0.9)")
       ->check(CLI::Range(0.05, 1.0));
+  app.add_option("--max-model-len", max_model_len,
+                 "longest prompt + output a replica serves; longer requests are rejected (vLLM: "
+                 "the model's max_position_embeddings; must be <= it, and the KV cache must hold "
+                 "one such sequence)")
+      ->check(CLI::Range(1LL, 100'000'000LL));
 }
 
 Deployment DeploymentFlags::resolve() const {
@@ -93,6 +98,7 @@ Deployment DeploymentFlags::resolve() const {
   if (max_num_batched_tokens) d.limits.max_num_batched_tokens = *max_num_batched_tokens;
   if (block_size) d.limits.block_size = *block_size;
   if (gpu_memory_utilization) d.limits.gpu_memory_utilization = *gpu_memory_utilization;
+  if (max_model_len) d.limits.max_model_len = *max_model_len;
   if (async_scheduling) d.engine.async_scheduling = *async_scheduling;
   d.validate();
   return d;

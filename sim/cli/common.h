@@ -34,6 +34,7 @@ struct DeploymentFlags {
   std::optional<int> max_num_batched_tokens;
   std::optional<int> block_size;
   std::optional<double> gpu_memory_utilization;
+  std::optional<long long> max_model_len;  // vLLM's --max-model-len; unset: see SchedulerLimits
   // vLLM's --async-scheduling (on by default from v0.14); unset = the engine profile's.
   std::optional<bool> async_scheduling;
 

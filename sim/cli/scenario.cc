@@ -202,12 +202,15 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     const std::string w = p + "engine";
     check_keys(e, w, {"max_num_seqs", "max_num_batched_tokens", "block_size",
                       "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy",
-                      "async_scheduling"});
+                      "max_model_len", "async_scheduling"});
     if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
     if (e["max_num_batched_tokens"]) {
       s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
     }
     if (e["block_size"]) s.deployment.block_size = whole(e["block_size"], w + ".block_size", 1, 4096);
+    if (e["max_model_len"]) {
+      s.deployment.max_model_len = whole(e["max_model_len"], w + ".max_model_len", 1, 100'000'000);
+    }
     if (e["gpu_memory_utilization"]) {
       const double u = parse_number(scalar(e["gpu_memory_utilization"], w + ".gpu_memory_utilization"),
                                     w + ".gpu_memory_utilization");
@@ -428,7 +431,8 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     }
     cl.lengths = lengths;
     cl.prefix = prefix;
-    cl.max_context = main.model.max_context;
+    // A session restarts when its next turn would exceed what the server accepts.
+    cl.max_context = main.limits.max_model_len > 0 ? main.limits.max_model_len : main.model.max_context;
     cl.requests = s.requests;
     cl.seed = s.seed;
     if (!duration && !s.requests) {
@@ -504,6 +508,7 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   max_tokens_option_ = bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
   bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
   bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
+  bind_dep(&DeploymentFlags::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
   bind_dep(&DeploymentFlags::async_scheduling, "--async-scheduling",
            "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
   if (with_deployment) {

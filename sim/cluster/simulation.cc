@@ -66,19 +66,23 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       if (g.replicas < 1) throw Error("--replicas: must be >= 1");
       deployments_.push_back(std::make_unique<Deployment>(g.deployment));
       const Deployment& d = *deployments_.back();
-      // The longest sequence a replica serves: the model's context, capped by the KV cache
-      // (vLLM refuses to start otherwise, so users set --max-model-len this low).
-      MemoryPlan plan = plan_memory(d, 1);
+      // The longest sequence a replica serves: --max-model-len when set (the plan refuses one
+      // the KV cache cannot hold, as vLLM does), otherwise the model's context capped by the
+      // KV cache (vLLM refuses to start otherwise, so users set --max-model-len this low).
+      // The hybrid (sliding-window) layout is vLLM V1's; the other schedulers admit whole
+      // prompts, beyond the prefill-chunk bound the layout's capacity assumes, so they count
+      // sliding-window layers as full attention.
+      MemoryPlan plan = plan_memory(d, 1, cfg.policy == "vllm-v1");
       if (!plan.fits) {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
                     std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
       }
       auto cost = std::make_shared<RooflineCost>(d);
-      const std::int64_t max_len = std::min<std::int64_t>(d.model.max_context, plan.kv_tokens);
+      const std::int64_t max_len = plan.max_model_len;
       for (int i = 0; i < g.replicas; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
         replicas_.push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
-                                                      make_policy(cfg.policy)));
+                                                      make_policy(cfg.policy), plan.layout));
         max_len_.push_back(max_len);
         plans_.push_back(plan);
       }
@@ -289,7 +293,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       hit += st.prefix_hit_tokens;
       looked += st.prefix_lookup_tokens;
       res.replicas.push_back({i, r.deployment().card.name, r.deployment().tp, r.kv().num_blocks(),
-                              r.kv().num_blocks() * r.limits().block_size, st, plans_[i]});
+                              plans_[i].kv_tokens, st, plans_[i]});
     }
     res.prefix_hit_rate = looked ? static_cast<double>(hit) / looked : 0;
     double async_busy = 0;

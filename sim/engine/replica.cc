@@ -18,13 +18,55 @@ std::uint64_t mix64(std::uint64_t x) {
 }  // namespace
 
 Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
-                 std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy)
+                 std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
+                 KvLayout layout)
     : index_(index),
       deployment_(&d),
       cost_(std::move(cost)),
       policy_(std::move(policy)),
       kv_(kv_blocks, d.limits.enable_prefix_caching),
-      block_size_(d.limits.block_size) {}
+      block_size_(d.limits.block_size),
+      layout_(layout) {
+  if (layout_.hybrid() && layout_.full_groups != 1) {
+    throw Error("KV layout: the block manager models one full-attention group, got " +
+                std::to_string(layout_.full_groups));
+  }
+}
+
+// vLLM's SlidingWindowManager.remove_skipped_blocks: once `computed` tokens are computed, the
+// next query attends to tokens from computed - window + 1 on, so blocks wholly before that
+// token are freed (replaced by the null block in the block table).
+std::int64_t Replica::trim_window(Sequence& s, std::int64_t computed) {
+  if (!layout_.hybrid()) return 0;
+  const std::int64_t first_useful = computed - layout_.sliding_window + 1;
+  const std::int64_t first = first_useful > 0 ? first_useful / block_size_ : 0;
+  const std::int64_t groups = layout_.sliding_groups;
+  const std::int64_t held = static_cast<std::int64_t>(s.sw_blocks.size()) / groups;
+  const std::int64_t drop = std::min(held, first - s.sw_first);
+  if (drop > 0) {
+    std::vector<std::int32_t> gone(s.sw_blocks.begin(), s.sw_blocks.begin() + drop * groups);
+    s.sw_blocks.erase(s.sw_blocks.begin(), s.sw_blocks.begin() + drop * groups);
+    kv_.release(gone);
+  }
+  if (s.sw_blocks.empty()) s.sw_first = std::max(s.sw_first, first);
+  else s.sw_first += std::max<std::int64_t>(0, drop);
+  return first;
+}
+
+std::int64_t Replica::sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const {
+  if (!layout_.hybrid()) return 0;
+  const std::int64_t groups = layout_.sliding_groups;
+  const std::int64_t held_end =
+      s.sw_first + static_cast<std::int64_t>(s.sw_blocks.size()) / groups;
+  const std::int64_t end = (total + block_size_ - 1) / block_size_;
+  return std::max<std::int64_t>(0, end - std::max(held_end, first)) * groups;
+}
+
+void Replica::release_all(Sequence& s) {
+  kv_.release(s.blocks);
+  if (!s.sw_blocks.empty()) kv_.release(s.sw_blocks);
+  s.sw_first = 0;
+}
 
 // A block's identity is the hash chain of vLLM (hash of the parent block and this block's
 // tokens); tokens are described by content segments, so the hash combines each segment piece
@@ -106,13 +148,25 @@ std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
 bool Replica::grow(Sequence& s, std::int64_t total_tokens) {
   const std::int64_t need = (total_tokens + block_size_ - 1) / block_size_ -
                             static_cast<std::int64_t>(s.blocks.size());
-  if (need <= 0) return true;
-  return kv_.allocate(need, s.blocks);
+  if (!layout_.hybrid()) {
+    if (need <= 0) return true;
+    return kv_.allocate(need, s.blocks);
+  }
+  const std::int64_t first = trim_window(s, s.computed);
+  const std::int64_t sw = sliding_need(s, first, total_tokens);
+  const std::int64_t full = std::max<std::int64_t>(0, need);
+  if (full + sw > kv_.free_blocks()) return false;
+  if (full > 0) (void)kv_.allocate(full, s.blocks);  // both fit: checked above
+  if (sw > 0) {
+    if (s.sw_blocks.empty()) s.sw_first = first;
+    (void)kv_.allocate(sw, s.sw_blocks);
+  }
+  return true;
 }
 
 void Replica::preempt(std::int32_t slot) {
   Sequence& s = seq(slot);
-  kv_.release(s.blocks);
+  release_all(s);
   s.computed = 0;
   s.registered = 0;
   ++s.preemptions;
@@ -133,12 +187,26 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   const std::int64_t total_blocks = (cached + chunk + block_size_ - 1) / block_size_;
   // Hit blocks sitting in the free queue stop being free once taken.
   const std::int64_t reclaimed = kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
-  if (total_blocks - hit_blocks > kv_.free_blocks() - reclaimed) return false;
+  // Sliding groups: fresh blocks for the window before `cached` and the chunk (a prefix hit
+  // spares their compute, but capsim does not share sliding blocks between sequences).
+  std::int64_t first = 0, sw = 0;
+  if (layout_.hybrid()) {
+    const std::int64_t first_useful = cached - layout_.sliding_window + 1;
+    first = first_useful > 0 ? first_useful / block_size_ : 0;
+    sw = (total_blocks - first) * layout_.sliding_groups;
+  }
+  if (total_blocks - hit_blocks + sw > kv_.free_blocks() - reclaimed) return false;
   kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
   s.registered = hit_blocks;
   const bool ok = kv_.allocate(total_blocks - hit_blocks, s.blocks);
   assert(ok);
   (void)ok;
+  if (sw > 0) {
+    s.sw_first = first;
+    const bool sw_ok = kv_.allocate(sw, s.sw_blocks);
+    assert(sw_ok);
+    (void)sw_ok;
+  }
   if (s.preemptions == 0 && s.first_scheduled < 0) {
     s.prefix_hit_tokens = cached;
     stats_.prefix_hit_tokens += cached;
@@ -243,7 +311,7 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
     obs.on_token(s, delivered);
     s.last_token = delivered;
     if (s.generated >= s.req.output_tokens) {
-      kv_.release(s.blocks);
+      release_all(s);
       obs.on_finish(s, delivered);
       free_slots_.push_back(it.slot);
       s.req.segments.clear();

@@ -18,6 +18,7 @@
 #include "sim/cost/step_cost.h"
 #include "sim/engine/kv_block_manager.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/memory_plan.h"
 #include "sim/workload/request.h"
 
 namespace capsim {
@@ -26,7 +27,12 @@ struct Sequence {
   Request req;
   std::int64_t computed = 0;   // tokens whose KV is computed
   std::int64_t generated = 0;  // output tokens sampled so far
-  std::vector<std::int32_t> blocks;
+  std::vector<std::int32_t> blocks;      // full-attention blocks, one per block_size tokens
+  // Sliding-window models: blocks of the sliding groups (sliding_groups per block of tokens)
+  // for logical blocks [sw_first, sw_first + sw_blocks.size() / sliding_groups); blocks wholly
+  // before the window are freed as the sequence advances. Never hashed: not prefix-cached.
+  std::vector<std::int32_t> sw_blocks;
+  std::int64_t sw_first = 0;
   std::vector<std::uint64_t> hashes;  // hashes of this sequence's full blocks, computed lazily
   std::int64_t registered = 0;        // leading blocks published to the prefix cache
   SimTime engine_arrival = -1;  // reached the engine core (after the front end)
@@ -115,8 +121,10 @@ struct ReplicaStats {
 
 class Replica {
  public:
+  // `layout` says how tokens map to blocks (memory_plan.h); the default is full attention.
   Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
-          std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy);
+          std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
+          KvLayout layout = KvLayout{});
 
   std::uint32_t index() const { return index_; }
   const Deployment& deployment() const { return *deployment_; }
@@ -163,6 +171,11 @@ class Replica {
 
  private:
   void sample_timeline(SimTime now);
+  // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
+  // has computed `computed` tokens, and returns the sliding blocks it needs to hold `total`.
+  std::int64_t trim_window(Sequence& s, std::int64_t computed);
+  std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const;
+  void release_all(Sequence& s);
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
   std::uint64_t block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const;
 
@@ -172,6 +185,7 @@ class Replica {
   std::unique_ptr<SchedulerPolicy> policy_;
   KvBlockManager kv_;
   std::int64_t block_size_;
+  KvLayout layout_;
 
   std::vector<Sequence> seqs_;
   std::vector<std::int32_t> free_slots_;

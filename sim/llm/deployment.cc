@@ -71,6 +71,19 @@ void Deployment::validate() const {
                 std::string(precision_name(compute_precision())) + " math, which " + card.name +
                 " lacks; its dense_peak has " + card.supported_precisions());
   }
+  if (limits.max_model_len < 0 ||
+      (limits.max_model_len > 0 && model.max_context > 0 &&
+       limits.max_model_len > model.max_context)) {
+    // vLLM refuses a max_model_len above the one derived from the config
+    // (max_position_embeddings) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set.
+    throw Error("--max-model-len: " + std::to_string(limits.max_model_len) +
+                (limits.max_model_len < 0 ? " is negative"
+                                          : " exceeds " + model.name + "'s context of " +
+                                                std::to_string(model.max_context) +
+                                                " tokens (max_position_embeddings in " +
+                                                model.config_path + ")") +
+                "; accepted: 1 to " + std::to_string(model.max_context) + " tokens");
+  }
   if (tp > 1 && card.is_cpu) {
     throw Error("--tp: tensor parallelism across CPU servers is not modelled; use --tp 1");
   }

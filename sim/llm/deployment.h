@@ -18,6 +18,10 @@ struct SchedulerLimits {
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;
   bool enable_chunked_prefill = true;
+  // vLLM's --max-model-len: the longest prompt + output a replica serves; longer requests are
+  // rejected. 0 = not set: capsim then serves up to the model's max_position_embeddings capped
+  // by the KV cache (vLLM would refuse to start where the cache is smaller; users then set it).
+  long long max_model_len = 0;
 };
 
 // vLLM's defaults for the OpenAI server (`vllm serve`): on a GPU with >= 70 GiB whose name is

@@ -26,7 +26,57 @@ double activation_peak_bytes(const ModelSpec& m, int tp, long long tokens, long 
   return std::max(forward, sampler);
 }
 
-MemoryPlan plan_memory(const Deployment& d, long long context) {
+namespace {
+std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+std::int64_t KvLayout::decode_blocks(std::int64_t tokens) const {
+  const std::int64_t b = cdiv(tokens, block_size);
+  if (!hybrid()) return full_groups * b;
+  return full_groups * b + sliding_groups * std::min(b, cdiv(sliding_window - 1, block_size) + 1);
+}
+
+std::int64_t KvLayout::peak_blocks(std::int64_t tokens) const {
+  const std::int64_t b = cdiv(tokens, block_size);
+  if (!hybrid()) return full_groups * b;
+  return full_groups * b + sliding_groups * std::min(b, sliding_peak_blocks);
+}
+
+std::int64_t KvLayout::longest_sequence(std::int64_t blocks) const {
+  if (blocks <= 0) return 0;
+  if (!hybrid()) return blocks / full_groups * block_size;
+  // Below the cap every block of tokens costs full + sliding groups; above it only full groups.
+  const std::int64_t both = full_groups + sliding_groups;
+  if (blocks < both * sliding_peak_blocks) return blocks / both * block_size;
+  if (full_groups == 0) return std::int64_t{1} << 40;  // sliding layers only: any length
+  return (blocks - sliding_groups * sliding_peak_blocks) / full_groups * block_size;
+}
+
+KvLayout kv_layout(const Deployment& d, bool hybrid) {
+  const ModelSpec& m = d.model;
+  KvLayout l;
+  l.block_size = d.limits.block_size;
+  l.layers_per_group = m.layers;
+  const std::int64_t full = m.full_attention_layers(), sliding = m.sliding_layers;
+  // vLLM's hybrid manager (docs.vllm.ai design/hybrid_kv_cache_manager) shares one pool of one
+  // page size between layer groups. Gemma 2 and gpt-oss split evenly: one full and one sliding
+  // group of L/2 layers. Otherwise every group gets as many layers as the smaller kind (capsim's
+  // reading, checked on the even case only). With more full layers than sliding ones a
+  // full-attention token would need several blocks, which the block manager does not model:
+  // such configs count as full attention (docs/cost-model.md#limits).
+  if (!hybrid || !m.has_sliding_window() || full > sliding) return l;
+  l.layers_per_group = full > 0 ? full : sliding;
+  l.full_groups = full > 0 ? 1 : 0;
+  l.sliding_groups = cdiv(sliding, l.layers_per_group);
+  l.sliding_window = m.sliding_window;
+  const std::int64_t chunk = d.limits.enable_chunked_prefill
+                                 ? d.limits.max_num_batched_tokens
+                                 : std::max<std::int64_t>(m.max_context, d.limits.max_model_len);
+  l.sliding_peak_blocks = cdiv(m.sliding_window - 1 + chunk, l.block_size) + 1;
+  return l;
+}
+
+MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   MemoryPlan p;
   const ModelSpec& m = d.model;
   p.context = context;
@@ -48,20 +98,50 @@ MemoryPlan plan_memory(const Deployment& d, long long context) {
     if (!p.fits) p.reason = "weights, activations and runtime exceed the memory budget";
     return p;
   }
-  const double block_bytes = p.kv_bytes_per_token_per_gpu * d.limits.block_size;
+  p.layout = kv_layout(d, hybrid_kv);
+  const KvLayout& l = p.layout;
+  // One pool block: block_size tokens of one group's layers (all layers without sliding windows).
+  const double block_bytes = static_cast<double>(l.layers_per_group) *
+                             m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache) *
+                             static_cast<double>(l.block_size);
+  p.kv_block_bytes = block_bytes;
   p.kv_blocks = p.kv_cache > 0 ? static_cast<long long>(std::floor(p.kv_cache / block_bytes)) : 0;
-  p.kv_tokens = p.kv_blocks * d.limits.block_size;
-  const long long blocks_per_seq = (context + d.limits.block_size - 1) / d.limits.block_size;
+  p.kv_tokens = p.kv_blocks / (l.full_groups + l.sliding_groups) * l.block_size;
+  p.kv_longest_sequence = l.longest_sequence(p.kv_blocks);
+  // Concurrency counts sequences as they decode; the "holds one" checks use the prefill peak.
+  const long long blocks_per_seq = l.decode_blocks(context);
   p.max_sequences_at_context = blocks_per_seq > 0 ? p.kv_blocks / blocks_per_seq : 0;
+  const long long peak_blocks = l.peak_blocks(context);
+  const long long max_len = d.limits.max_model_len;
+  const long long max_len_blocks = max_len > 0 ? l.peak_blocks(max_len) : 0;
+  p.max_model_len = max_len > 0 ? max_len
+                                : std::min<long long>(m.max_context > 0 ? m.max_context
+                                                                        : p.kv_longest_sequence,
+                                                      p.kv_longest_sequence);
   if (p.kv_cache <= 0) {
-    p.shortfall = -p.kv_cache + blocks_per_seq * block_bytes;
+    p.shortfall = -p.kv_cache + static_cast<double>(std::max(max_len_blocks, peak_blocks)) * block_bytes;
     p.reason = "weights (" + units::format_bytes_gib(p.weights) + "), activations (" +
                units::format_bytes_gib(p.activations) + ") and runtime (" +
                units::format_bytes_gib(p.runtime) + ") exceed the budget of " +
                units::format_bytes_gib(p.budget) + " per GPU";
-  } else if (p.max_sequences_at_context < 1) {
-    p.shortfall = blocks_per_seq * block_bytes - p.kv_cache;
-    p.reason = "the KV cache (" + std::to_string(p.kv_tokens) +
+  } else if (max_len > 0 && max_len_blocks > p.kv_blocks) {
+    // vLLM refuses to start when the KV cache cannot hold one max_model_len sequence
+    // (kv_cache_utils check_enough_kv_cache_memory); its message names both sizes and the
+    // longest length that would fit.
+    p.shortfall = static_cast<double>(max_len_blocks) * block_bytes - p.kv_cache;
+    const double needed = static_cast<double>(max_len_blocks) * block_bytes;
+    p.reason = "to serve one request of max_model_len " + std::to_string(max_len) + " tokens, " +
+               std::to_string(std::llround(needed)) + " B (" +
+               units::format_bytes_gib(needed) + ") of KV cache is needed per GPU, more than the " +
+               std::to_string(std::llround(p.kv_cache)) + " B (" +
+               units::format_bytes_gib(p.kv_cache) +
+               ") available; the estimated maximum model length is " +
+               std::to_string(p.kv_longest_sequence) +
+               " tokens (raise --gpu-memory-utilization or lower --max-model-len)";
+  } else if (peak_blocks > p.kv_blocks || p.max_sequences_at_context < 1) {
+    p.shortfall = static_cast<double>(std::max(peak_blocks, blocks_per_seq)) * block_bytes -
+                  p.kv_cache;
+    p.reason = "the KV cache (" + std::to_string(p.kv_longest_sequence) +
                " tokens) cannot hold one sequence of " + std::to_string(context) + " tokens";
   } else {
     p.fits = true;

@@ -4,14 +4,48 @@
 //   kv_bytes = budget - weights/TP - activation peak - runtime memory
 //   blocks   = floor(kv_bytes / (block_size x layers x kv bytes per token per layer per rank))
 // CUDA context and graphs sit outside the budget, in the headroom.
+//
+// Sliding-window models (docs/cost-model.md#sliding-window) are laid out as vLLM's hybrid
+// KV-cache manager lays them out: layers of one kind form groups of the same size, every pool
+// block holds `block_size` tokens of one group, and a sequence takes blocks of each full group
+// for all its tokens but blocks of each sliding group only for its window.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "sim/llm/deployment.h"
 
 namespace capsim {
+
+// How one sequence's tokens map to pool blocks. The default is full attention: one group of all
+// layers, one block per `block_size` tokens.
+struct KvLayout {
+  std::int64_t block_size = 16;
+  std::int64_t layers_per_group = 0;   // layers whose KV one pool block holds
+  std::int64_t full_groups = 1;        // blocks per block_size tokens, for all tokens
+  std::int64_t sliding_groups = 0;     // blocks per block_size tokens, within the window only
+  std::int64_t sliding_window = 0;     // tokens, the query token included
+  // Most sliding blocks a sequence holds while it prefills in chunks of up to
+  // max_num_batched_tokens: the window's last w-1 tokens plus the chunk, plus one block of
+  // misalignment (vLLM's SlidingWindowSpec.max_memory_usage_bytes bound).
+  std::int64_t sliding_peak_blocks = 0;
+
+  bool hybrid() const { return sliding_groups > 0; }
+  // Blocks one sequence of `tokens` tokens holds while it decodes (window + one block for the
+  // sliding groups: vLLM frees blocks wholly before the window, SlidingWindowManager).
+  std::int64_t decode_blocks(std::int64_t tokens) const;
+  // Blocks it can hold at most, in the prefill chunk that reaches `tokens`.
+  std::int64_t peak_blocks(std::int64_t tokens) const;
+  // The longest sequence whose peak fits in `blocks` blocks (0 when none).
+  std::int64_t longest_sequence(std::int64_t blocks) const;
+};
+
+// REQUIRES: d.validate() passed. `hybrid` false lays every model out as full attention (for
+// schedulers other than vLLM V1's, whose whole-prompt admissions the sliding-window peak bound
+// does not cover).
+KvLayout kv_layout(const Deployment& d, bool hybrid = true);
 
 struct MemoryPlan {
   // Per GPU of the TP group, bytes.
@@ -22,10 +56,20 @@ struct MemoryPlan {
   double runtime = 0;       // engine runtime memory (NCCL, cuBLAS, allocator)
   double kv_cache = 0;      // what remains for KV (negative when it does not fit)
   double outside_budget = 0;  // context + CUDA graphs, in the headroom
-  double kv_bytes_per_token_per_gpu = 0;
+  double kv_bytes_per_token_per_gpu = 0;  // all layers, as if every layer were full attention
+  double kv_block_bytes = 0;  // one pool block: block_size x layers_per_group x bytes per layer
+  KvLayout layout;
   long long kv_blocks = 0;  // per GPU = per replica (every rank holds the same blocks)
-  long long kv_tokens = 0;  // kv_blocks x block_size
-  bool fits = false;        // weights + activations + runtime fit and KV holds one `context`
+  // Token capacity as vLLM logs it ("GPU KV cache size"): kv_blocks / layer groups x
+  // block_size; kv_blocks x block_size for full attention.
+  long long kv_tokens = 0;
+  // The longest single sequence the blocks hold (at its prefill peak): kv_tokens for full
+  // attention, more for sliding-window models, whose sliding groups hold only the window
+  // (the effective capacity, docs/cost-model.md#sliding-window). Caps max_model_len when unset.
+  long long kv_longest_sequence = 0;
+  long long max_model_len = 0;  // the context the replica serves (0 before it is known)
+  bool fits = false;        // weights + activations + runtime fit, KV holds one `context` and one
+                            // max_model_len sequence when --max-model-len is set
   double shortfall = 0;     // bytes per GPU missing when it does not fit
   long long context = 0;    // the sequence length asked about
   long long max_sequences_at_context = 0;  // KV-limited (not capped by max_num_seqs)
@@ -34,7 +78,8 @@ struct MemoryPlan {
 
 // REQUIRES: d.validate() passed. `context` is the sequence length (prompt + output) for the
 // concurrency figure and the minimum the KV cache must hold.
-MemoryPlan plan_memory(const Deployment& d, long long context);
+// `hybrid_kv`: lay sliding-window layers out as vLLM's hybrid KV-cache manager does (kv_layout).
+MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv = true);
 
 // Peak activation workspace per GPU of one forward pass of `tokens` tokens over `seqs`
 // sequences (the profile run), bytes.

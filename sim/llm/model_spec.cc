@@ -94,6 +94,46 @@ bool default_tied(const std::string& model_type) {
   return std::find(tied.begin(), tied.end(), model_type) != tied.end();
 }
 
+// Which layers attend through a sliding window. `layer_types` (transformers >= 4.53: gpt-oss,
+// Gemma 3) names each layer's kind; Gemma 2 configs predate it and alternate by construction
+// (transformers Gemma2DecoderLayer: layer i is sliding when i is even, so ceil(L/2) layers).
+// Other configs that carry `sliding_window` (Mistral v0.1, Phi-3, Qwen2 with
+// use_sliding_window false) are counted as full attention: docs/cost-model.md#limits.
+void read_sliding_window(const json& cfg, const std::string& file, ModelSpec& m) {
+  std::int64_t sliding = 0;
+  bool typed = false;
+  if (const auto it = cfg.find("layer_types"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_array() || static_cast<std::int64_t>(it->size()) != m.layers) {
+      throw Error(file + ": layer_types: expected a list of " + std::to_string(m.layers) +
+                  " strings (one per layer, num_hidden_layers), got " + it->dump());
+    }
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const json& v = (*it)[i];
+      const std::string kind = v.is_string() ? v.get<std::string>() : v.dump();
+      if (kind == "sliding_attention") {
+        ++sliding;
+      } else if (kind != "full_attention") {
+        throw Error(file + ": layer_types[" + std::to_string(i) + "]: '" + kind +
+                    "' is not a layer kind capsim models; accepted: sliding_attention, "
+                    "full_attention");
+      }
+    }
+    typed = true;
+  } else if (m.model_type == "gemma2") {
+    sliding = (m.layers + 1) / 2;
+    typed = true;
+  }
+  if (!typed || sliding == 0) return;
+  const auto window = opt_int(cfg, {"sliding_window"}, file, kMaxContext);
+  if (!window || *window == 0) {
+    throw Error(file + ": sliding_window: required (a whole number of tokens > 0) when " +
+                (m.model_type == "gemma2" ? std::string("model_type is gemma2")
+                                          : std::string("layer_types has sliding_attention")));
+  }
+  m.sliding_window = *window;
+  m.sliding_layers = sliding;
+}
+
 }  // namespace
 
 std::int64_t ModelSpec::attention_params_per_layer() const {
@@ -141,7 +181,7 @@ std::int64_t ModelSpec::shared_expert_params() const {
 
 std::int64_t ModelSpec::router_params() const {
   if (experts == 0) return 0;
-  return hidden * experts + (output_bias ? experts : 0);
+  return hidden * experts + (output_bias ? experts : 0) + (router_score_bias ? experts : 0);
 }
 
 std::int64_t ModelSpec::embedding_params() const { return vocab * hidden; }
@@ -205,6 +245,21 @@ double ModelSpec::weight_bytes(Precision w) const {
   return 2 * (q + rest);
 }
 
+double ModelSpec::checkpoint_weight_bytes() const {
+  const double total = static_cast<double>(total_params());
+  if (checkpoint_quant == "mxfp4") {
+    const double experts_w =
+        static_cast<double>(moe_layers) * static_cast<double>(experts) * 3.0 *
+        static_cast<double>(hidden) * static_cast<double>(expert_intermediate);
+    return experts_w * (0.5 + 1.0 / 32.0) + 2.0 * (total - experts_w);
+  }
+  if (checkpoint_quant == "fp8") {
+    const double q = static_cast<double>(quantizable_params());
+    return q * (1.0 + 4.0 / (128.0 * 128.0)) + 2.0 * (total - q);
+  }
+  return 0;
+}
+
 double ModelSpec::kv_elements_per_token_per_layer(int tp) const {
   if (attention == AttentionKind::kLatent) return kv_lora_rank + qk_rope_head_dim;
   const std::int64_t per_rank = std::max<std::int64_t>(1, (kv_heads + tp - 1) / tp);
@@ -214,6 +269,14 @@ double ModelSpec::kv_elements_per_token_per_layer(int tp) const {
 double ModelSpec::kv_bytes_per_token(Precision kv) const {
   if (encoder_only) return 0;
   return static_cast<double>(layers) * kv_elements_per_token_per_layer(1) * element_bytes(kv);
+}
+
+double ModelSpec::kv_bytes_for_sequence(std::int64_t tokens, Precision kv) const {
+  if (encoder_only || tokens <= 0) return 0;
+  const double per_layer = kv_elements_per_token_per_layer(1) * element_bytes(kv);
+  const std::int64_t window = has_sliding_window() ? std::min(tokens, sliding_window) : tokens;
+  return per_layer * (static_cast<double>(full_attention_layers()) * static_cast<double>(tokens) +
+                      static_cast<double>(sliding_layers) * static_cast<double>(window));
 }
 
 double ModelSpec::linear_flops_per_token() const {
@@ -344,6 +407,10 @@ ModelSpec load_model_config(const std::string& path) {
       moe_layers = m.layers - first_dense;
       m.shared_intermediate =
           opt_int(cfg, {"n_shared_experts"}, path, kMaxExperts).value_or(0) * m.expert_intermediate;
+      // noaux_tc (DeepSeek-V3) routes with a bias per expert, a parameter of the gate.
+      const auto method = cfg.find("topk_method");
+      m.router_score_bias = method != cfg.end() && method->is_string() &&
+                            method->get<std::string>() == "noaux_tc";
     } else if (t == "qwen2_moe" || t == "qwen3_moe") {
       const auto step = opt_int(cfg, {"decoder_sparse_step"}, path, kMaxLayers).value_or(1);
       std::int64_t n = 0;
@@ -378,6 +445,11 @@ ModelSpec load_model_config(const std::string& path) {
   }
   if (m.dense_layers > 0 && m.intermediate == 0) {
     throw Error(path + ": intermediate_size: must be > 0 (the MLP width of the dense layers)");
+  }
+  read_sliding_window(cfg, path, m);
+  if (const auto q = root.find("quantization_config"); q != root.end() && q->is_object()) {
+    const std::string method = q->value("quant_method", std::string());
+    if (method == "mxfp4" || method == "fp8") m.checkpoint_quant = method;
   }
   if (&cfg != &root && root.contains("vision_config") && root["vision_config"].is_object()) {
     // The vision tower is never simulated, but its weights occupy memory. Llama 4's is published

@@ -55,10 +55,26 @@ struct ModelSpec {
   std::int64_t experts_per_token = 0;
   std::int64_t expert_intermediate = 0;
   std::int64_t shared_intermediate = 0;  // sum over shared experts; 0 when none
+  // DeepSeek-V3's noaux_tc routing adds a learned per-expert bias to the router scores
+  // (e_score_correction_bias, `experts` parameters per MoE layer).
+  bool router_score_bias = false;
+  // Checkpoint quantisation as shipped (config.json quantization_config.quant_method): "mxfp4"
+  // (gpt-oss: routed experts only), "fp8" (DeepSeek-V3: 128x128 blocks), "" when none or not
+  // modelled. Reported only: --weights alone sets the precision the memory plan uses.
+  std::string checkpoint_quant;
   std::int64_t extra_params = 0;         // parts outside the text stack (vision tower), counted, never run
   std::string extra_params_note;
 
+  // Sliding-window attention (Gemma 2, gpt-oss): `sliding_layers` of the `layers` attend only to
+  // the last `sliding_window` tokens (the query included), so vLLM's hybrid KV-cache manager
+  // keeps only that window of their KV (docs/cost-model.md#sliding-window). 0 = every layer is
+  // full attention. Read from `layer_types`, or for gemma2 from its fixed alternation.
+  std::int64_t sliding_window = 0;
+  std::int64_t sliding_layers = 0;
+
   bool is_moe() const { return moe_layers > 0; }
+  bool has_sliding_window() const { return sliding_layers > 0 && sliding_window > 0; }
+  std::int64_t full_attention_layers() const { return layers - sliding_layers; }
 
   // ---- Parameter counts (exact, including biases and norms) ----
   std::int64_t attention_params_per_layer() const;
@@ -79,11 +95,21 @@ struct ModelSpec {
   // (docs/cost-model.md#weights): fp8/int8 one fp32 scale per output channel; int4 one fp16
   // scale and one fp16 zero point per group of 128 weights. Embeddings and lm_head stay 16-bit.
   double weight_bytes(Precision weights) const;
+  // Bytes of the checkpoint as shipped, 0 when `checkpoint_quant` is empty:
+  //   mxfp4: routed-expert matrices at 4 bits + one 8-bit (E8M0) scale per 32 values
+  //          = 0.53125 B each (OCP MX v1.0); everything else 16-bit;
+  //   fp8:   quantisable weights at 1 B + one fp32 scale per 128x128 block; the rest 16-bit.
+  double checkpoint_weight_bytes() const;
   // KV cache bytes per token for all layers at a KV precision (MHA/GQA: 2 x kv_heads x head_dim;
   // MLA: kv_lora_rank + qk_rope_head_dim, as vLLM's MLA backends cache).
   double kv_bytes_per_token(Precision kv) const;
   // Elements cached per token per layer, for one TP rank (heads replicated when TP > kv_heads).
   double kv_elements_per_token_per_layer(int tp) const;
+  // KV bytes one sequence of `tokens` tokens holds, all layers, per layer kind: full-attention
+  // layers keep every token, sliding-window layers at most `sliding_window` tokens. Token
+  // granularity (no block rounding; the memory plan rounds to blocks). Equals
+  // tokens x kv_bytes_per_token(kv) for a model without sliding windows.
+  double kv_bytes_for_sequence(std::int64_t tokens, Precision kv) const;
 
   // ---- FLOPs ----
   // Matmul FLOPs per token excluding attention scores and the LM head (2 x active linear

@@ -269,3 +269,73 @@ TEST_CASE("cli: --data-dir chooses the catalogues", "[cli]") {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j.size() == 1);  // only the one card of that data root
 }
+
+// The models added for issue #9 load and `fit` plans them: exit 0 on a deployment that holds
+// them, with the hand-counted totals of model_spec_test.
+TEST_CASE("cli: fit works on deepseek-v3, llama-3.1-405b, codellama-34b, mixtral-8x22b, "
+          "mistral-small-24b", "[cli][models]") {
+  struct Case {
+    std::string args;
+    long long total;
+  };
+  const std::vector<Case> cases = {
+      // 671,026,419,200 fp8 weights / 8 = ~84 GB per H200 of 141 GB.
+      {"--model deepseek-v3 --card h200 --tp 8 --weights fp8", 671'026'419'200},
+      // 405,853,388,800 fp8 / 8 = ~51 GB per H100.
+      {"--model llama-3.1-405b --card h100-sxm --tp 8 --weights fp8", 405'853'388'800},
+      // 2 x 33,743,970,304 = 67.5 GB bf16 on one H200.
+      {"--model codellama-34b --card h200", 33'743'970'304},
+      // 2 x 140,620,634,112 / 8 = 35 GB per H100.
+      {"--model mixtral-8x22b --card h100-sxm --tp 8", 140'620'634'112},
+      // 2 x 23,572,403,200 = 47 GB on one H100.
+      {"--model mistral-small-24b --card h100-sxm", 23'572'403'200},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const Result r = run_capsim("fit " + c.args + " --json -");
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j.at("total_params").get<long long>() == c.total);
+    CHECK(j.at("fits").get<bool>());
+    CHECK(j.at("kv_tokens").get<long long>() > 0);
+  }
+}
+
+TEST_CASE("cli: fit --max-model-len is checked against the context and the KV cache",
+          "[cli][errors]") {
+  SECTION("above max_position_embeddings: exit 2 naming the flag and the accepted range") {
+    const Result r = run_capsim("fit --model llama-3.1-8b --card h100-sxm --max-model-len 200000");
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "capsim: error: --max-model-len: 200000 exceeds llama-3.1-8b's context "
+                          "of 131072 tokens (max_position_embeddings in "));
+    CHECK(contains(r.err, "accepted: 1 to 131072 tokens\n"));
+  }
+  SECTION("more than the KV cache holds: does not fit (exit 1), vLLM's numbers") {
+    // rtx-4090: 16 GB of bf16 weights leave a few GB; one 131072-token sequence needs
+    // 131072 x 131,072 B = 17,179,869,184 B.
+    const Result r = run_capsim("fit --model llama-3.1-8b --card rtx-4090 --max-model-len 131072");
+    CHECK(r.status == 1);
+    CHECK(contains(r.out, "does not fit: to serve one request of max_model_len 131072 tokens, "
+                          "17179869184 B (16.00 GiB) of KV cache is needed per GPU"));
+  }
+  SECTION("one that fits sets the concurrency context and the JSON field") {
+    const Result r = run_capsim("fit --model llama-3.1-8b --card rtx-4090 --max-model-len 8192 --json -");
+    CHECK(r.status == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    CHECK(j.at("max_model_len").get<long long>() == 8192);
+    CHECK(j.at("context").get<long long>() == 8192);
+  }
+}
+
+TEST_CASE("cli: fit on gemma-2-9b reports the sliding-window layout", "[cli][sliding]") {
+  const Result r = run_capsim("fit --model gemma-2-9b --card h100-sxm --json -");
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("sliding_window").get<long long>() == 4096);
+  CHECK(j.at("sliding_layers").get<long long>() == 21);
+  CHECK(j.at("kv_layers_per_block").get<long long>() == 21);
+  // A block of 16 tokens x 21 layers x 8192 B = 2,752,512 B.
+  CHECK(j.at("kv_block_bytes").get<double>() == 2'752'512.0);
+}

@@ -276,6 +276,45 @@ TEST_CASE("simulate cli: bad input exits 2 with a pinned message", "[cli][simula
 
 }  // namespace
 
+TEST_CASE("simulate cli: engine.max_model_len in a scenario rejects longer requests",
+          "[cli][simulate][scenario]") {
+  ScratchDir tmp;
+  // Every request is 3000 + 32 = 3032 tokens, over max_model_len 2048: all 20 fail.
+  const std::string yaml = tmp.write("mml.yaml",
+                                     "name: mml\n"
+                                     "model: llama-3.1-8b\n"
+                                     "deployment: {card: h100-sxm}\n"
+                                     "engine: {max_model_len: 2048}\n"
+                                     "workload: {rate: 4, requests: 20, prompt_tokens: 3000, output_tokens: 32}\n"
+                                     "seed: 3\n");
+  const std::string json = tmp.file("m.json");
+  const Run r = simulate("-q '" + yaml + "' --json '" + json + "'");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(read_all(json));
+  CHECK(j.at("completed") == 0);
+  CHECK(j.at("failed") == 20);
+  // The flag overrides the file: 4096 serves all 20.
+  const Run r2 = simulate("-q '" + yaml + "' --max-model-len 4096 --json '" + json + "'");
+  REQUIRE(r2.status == 0);
+  const auto j2 = nlohmann::json::parse(read_all(json));
+  CHECK(j2.at("completed") == 20);
+  CHECK(j2.at("failed") == 0);
+}
+
+TEST_CASE("simulate cli: a bad engine.max_model_len exits 2 naming the field", "[cli][simulate][errors]") {
+  ScratchDir tmp;
+  const std::string y = tmp.write("bad.yaml",
+                                  "name: x\nmodel: llama-3.1-8b\nengine: {max_model_len: 0}\n"
+                                  "workload: {rate: 4, requests: 5}\n");
+  check_refused(simulate("-q '" + y + "'"),
+                "engine.max_model_len: '0' is not a whole number in 1..100000000\n");
+  const std::string y2 = tmp.write("big.yaml",
+                                   "name: x\nmodel: llama-3.1-8b\nengine: {max_model_len: 131073}\n"
+                                   "workload: {rate: 4, requests: 5}\n");
+  check_refused(simulate("-q '" + y2 + "'"),
+                "capsim: error: --max-model-len: 131073 exceeds llama-3.1-8b's context of 131072 tokens");
+}
+
 TEST_CASE("simulate cli: --async-scheduling false removes the step of lag, not the front end",
           "[cli][simulate][request-path]") {
   // The same run with vLLM's default (async scheduling on) and with it off. Turning it off

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/error.h"
 #include "sim/core/rng.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/llm/memory_plan.h"
@@ -542,3 +543,82 @@ TEST_CASE("router: size-aware sends long requests to the largest KV cache", "[cl
 }
 
 }  // namespace
+
+// vLLM rejects a request whose prompt + max_tokens exceed max_model_len before queueing it.
+TEST_CASE("simulation: --max-model-len rejects longer requests and serves the rest",
+          "[cluster][conservation]") {
+  // llama-3.1-8b on h100-sxm, max_model_len 4096: prompt 4000 + output 96 = 4096 is served,
+  // 4000 + 97 = 4097 and 5000 + 1 are rejected; short ones complete.
+  Deployment d = deployment();
+  d.limits.max_model_len = 4096;
+  d.validate();
+  std::vector<Request> rs;
+  rs.push_back(request(0, 0, 4000, 96));
+  rs.push_back(request(1, 0, 4000, 97));
+  rs.push_back(request(2, from_seconds(0.1), 5000, 1));
+  rs.push_back(request(3, from_seconds(0.2), 100, 10));
+  ScriptedWorkload w(rs);
+  const SimulationResult r = simulate(single(d), w);
+  CHECK(r.arrived == 4);
+  CHECK(r.rejected == 2);
+  CHECK(r.completed == 2);
+  CHECK(r.total_output_tokens == 96 + 10);
+  for (const RequestRecord& rec : r.records) CHECK((rec.id == 0 || rec.id == 3));
+  // Unset, the same 4097-token request is served (the context is 131072).
+  ScriptedWorkload w2(rs);
+  const SimulationResult r2 = simulate(single(deployment()), w2);
+  CHECK(r2.rejected == 0);
+  CHECK(r2.completed == 4);
+}
+
+TEST_CASE("simulation: a --max-model-len the KV cache cannot hold refuses to start",
+          "[cluster][errors]") {
+  // llama-3.1-8b on one rtx-4090 (24 GiB): about 16 GB of weights leaves a few GB of KV, far
+  // less than one 131072-token sequence (131072 x 131,072 B = 16 GiB).
+  Deployment d = deployment("llama-3.1-8b", "rtx-4090");
+  d.limits.max_model_len = 131072;
+  d.validate();
+  ScriptedWorkload w({request(0, 0, 100, 10)});
+  try {
+    simulate(single(d), w);
+    FAIL("simulate() started");
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("to serve one request of max_model_len 131072 tokens, 17179869184 B (16.00 GiB)"
+                   " of KV cache is needed per GPU") != std::string::npos);
+    CHECK(msg.find("the estimated maximum model length is ") != std::string::npos);
+  }
+}
+
+// A sliding-window model through the whole simulation: every request of a mixed load completes
+// and none is lost, and gemma-2-9b's KV pool counts 21-layer blocks.
+TEST_CASE("simulation: gemma-2-9b with its hybrid KV layout serves a load to completion",
+          "[cluster][conservation][sliding]") {
+  Rng rng(11);
+  std::vector<Request> rs;
+  std::int64_t out = 0;
+  for (std::uint64_t i = 0; i < 80; ++i) {
+    const std::int64_t p = rng.uniform_int(100, 7000);
+    const std::int64_t o = rng.uniform_int(1, 8192 - p);
+    out += o;
+    rs.push_back(request(i, from_seconds(0.02 * static_cast<double>(i)), p, o));
+  }
+  ScriptedWorkload w(rs);
+  const SimulationResult r = simulate(single(deployment("gemma-2-9b", "h100-sxm")), w);
+  CHECK(r.rejected == 0);
+  CHECK(r.completed == 80);
+  CHECK(r.total_output_tokens == out);
+  REQUIRE(r.replicas.size() == 1);
+  CHECK(r.replicas[0].memory.layout.layers_per_group == 21);
+  CHECK(r.replicas[0].kv_tokens == r.replicas[0].memory.kv_tokens);
+  // The prefill-first scheduler admits whole prompts, which the layout's prefill bound does not
+  // cover: it counts gemma's sliding layers as full attention (blocks of all 42 layers), and
+  // also serves everything.
+  SimulationConfig c = single(deployment("gemma-2-9b", "h100-sxm"));
+  c.policy = "prefill-first";
+  ScriptedWorkload w2(rs);
+  const SimulationResult r2 = simulate(c, w2);
+  CHECK(r2.completed == 80);
+  CHECK_FALSE(r2.replicas[0].memory.layout.hybrid());
+  CHECK(r2.replicas[0].memory.layout.layers_per_group == 42);
+}

@@ -367,3 +367,65 @@ TEST_CASE("replica: unknown policy names are refused with the accepted ones", "[
 }
 
 }  // namespace
+
+// A sliding-window layout (memory_plan.h KvLayout), as vLLM's hybrid KV-cache manager runs it:
+// one full-attention group and one sliding group, window 64 tokens, blocks of 16. Every block of
+// tokens takes one full block; the sliding group holds only the blocks the window still reaches
+// (SlidingWindowManager.remove_skipped_blocks frees blocks wholly before token
+// computed - 64 + 1).
+TEST_CASE("replica: sliding-window layers hold only their window's blocks",
+          "[engine][replica][sliding]") {
+  KvLayout l;
+  l.block_size = 16;
+  l.layers_per_group = 1;
+  l.full_groups = 1;
+  l.sliding_groups = 1;
+  l.sliding_window = 64;
+  l.sliding_peak_blocks = (64 - 1 + 1000 + 15) / 16 + 1;  // 68
+  // One request: 160-token prompt, 40 output tokens; budget 1000, so the prompt runs whole.
+  ReplicaHarness h(limits(4, 1000, false), 100, "vllm-v1", 0.010, 0.0, std::nullopt, l);
+  h.add(request(0, 0, 160, 40));
+  //   step 1 (prefill, computed 0 -> 160): full 160/16 = 10 blocks; sliding: nothing is before
+  //     the window yet (0 - 64 + 1 < 0), so blocks 0..9 as well: 20 blocks in use.
+  REQUIRE(h.step());
+  CHECK(h.replica().kv().used_blocks() == 20);
+  //   step 2 (decode token 161, computed 160): the window reaches back to token 160 - 63 = 97,
+  //     in block 97 / 16 = 6, so sliding blocks 0..5 are freed (4 held: 6..9); 161 tokens need
+  //     11 blocks: one more full and one more sliding block. 11 + 5 = 16 in use.
+  REQUIRE(h.step());
+  CHECK(h.replica().kv().used_blocks() == 16);
+  // From then on the sliding group holds at most ceil(63 / 16) + 1 = 5 blocks. At the last
+  // decode step (computed 198, 199 tokens): full ceil(199/16) = 13; sliding from block
+  // (198 - 63) / 16 = 8 to 12: 5 blocks. 18 in use.
+  while (h.rec().finished.empty()) {
+    CHECK(h.replica().kv().used_blocks() <= 13 + 5);
+    REQUIRE(h.step());
+  }
+  CHECK(h.rec().finished.size() == 1);
+  CHECK(h.rec().get(0).generated == 40);
+  CHECK(h.replica().kv().used_blocks() == 0);  // everything released at the end
+}
+
+TEST_CASE("replica: a sliding-window prefill waits for blocks like any other",
+          "[engine][replica][sliding]") {
+  // Pool of 24 blocks, same layout. Two 160-token prompts need 20 blocks each at prefill (10
+  // full + 10 sliding): only one is admitted; the second waits until the first finishes.
+  KvLayout l;
+  l.block_size = 16;
+  l.layers_per_group = 1;
+  l.full_groups = 1;
+  l.sliding_groups = 1;
+  l.sliding_window = 64;
+  l.sliding_peak_blocks = 68;
+  ReplicaHarness h(limits(4, 1000, false), 24, "vllm-v1", 0.010, 0.0, std::nullopt, l);
+  h.add(request(0, 0, 160, 4));
+  h.add(request(1, 0, 160, 4));
+  REQUIRE(h.step());
+  CHECK(h.running_ids() == Ids{0});
+  CHECK(h.waiting_ids() == Ids{1});
+  h.run();
+  REQUIRE(h.rec().finished.size() == 2);
+  CHECK(h.rec().finished[0].id == 0);
+  CHECK(h.rec().finished[1].id == 1);
+  CHECK(h.replica().kv().used_blocks() == 0);
+}

@@ -14,6 +14,7 @@
 #include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/core/error.h"
 #include "sim/llm/model_spec.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -228,4 +229,116 @@ TEST_CASE("memory: activation peak at other shapes", "[llm][memory]") {
   CHECK(activation_peak_bytes(m, 1, 2048, 16) == 402'653'184.0);
   // At TP 2 the intermediate splits: 2048 x (12,288 + 43,008) x 2 = 226,492,416.
   CHECK(activation_peak_bytes(m, 2, 2048, 16) == 226'492'416.0);
+}
+
+// ---- Sliding windows: vLLM's hybrid KV-cache manager ----
+
+TEST_CASE("memory: a sliding-window KV layout counts blocks per layer group, by hand",
+          "[llm][memory][sliding]") {
+  // Blocks of 16, one full group and one sliding group, window 4096, prefill chunks of up to
+  // 8192 tokens: the sliding peak is ceil((4096 - 1 + 8192) / 16) + 1 = 768 + 1 = 769 blocks.
+  KvLayout l;
+  l.block_size = 16;
+  l.layers_per_group = 21;
+  l.full_groups = 1;
+  l.sliding_groups = 1;
+  l.sliding_window = 4096;
+  l.sliding_peak_blocks = 769;
+  // 100 tokens: 7 blocks in each group.
+  CHECK(l.decode_blocks(100) == 14);
+  // 8192 tokens decoding: 512 full + the window's ceil(4095 / 16) + 1 = 257 sliding = 769.
+  CHECK(l.decode_blocks(8192) == 769);
+  // ... and at the prefill chunk reaching 8192: 512 + min(512, 769) = 1024.
+  CHECK(l.peak_blocks(8192) == 1024);
+  // 100,000 tokens: 6250 full + 257 sliding decoding; 6250 + 769 at the peak.
+  CHECK(l.decode_blocks(100'000) == 6507);
+  CHECK(l.peak_blocks(100'000) == 7019);
+  // The longest sequence 2000 blocks hold: 2000 >= 2 x 769, so (2000 - 769) x 16 = 19,696
+  // tokens; 1000 blocks hold 1000 / 2 x 16 = 8000 (below the cap every token costs both).
+  CHECK(l.longest_sequence(2000) == 19'696);
+  CHECK(l.longest_sequence(1000) == 8000);
+  // Full attention (the default layout): blocks x 16.
+  CHECK(KvLayout{}.longest_sequence(2000) == 32'000);
+  CHECK(KvLayout{}.decode_blocks(8192) == 512);
+}
+
+TEST_CASE("memory: gemma-2-9b's local layers hold only their window", "[llm][memory][sliding]") {
+  // gemma-2-9b: 42 layers, 21 local (window 4096) and 21 global; 8 KV heads x head_dim 256:
+  // 2 x 8 x 256 x 2 B = 8192 B per layer per token in bf16. A pool block holds 16 tokens of
+  // one 21-layer group: 16 x 21 x 8192 = 2,752,512 B (full attention's block of all 42 layers
+  // would be 5,505,024 B).
+  Deployment d = deploy("gemma-2-9b", "h100-sxm");
+  const MemoryPlan base = plan_memory(d, 8192);
+  CHECK(base.layout.layers_per_group == 21);
+  CHECK(base.layout.full_groups == 1);
+  CHECK(base.layout.sliding_groups == 1);
+  CHECK(base.layout.sliding_window == 4096);
+  CHECK(base.layout.sliding_peak_blocks == 769);  // H100 default: 8192 batched tokens
+  CHECK(base.kv_block_bytes == 2'752'512.0);
+  CHECK(base.kv_blocks == static_cast<long long>(std::floor(base.kv_cache / 2'752'512.0)));
+
+  // A card that leaves exactly 2000.5 blocks for KV (gpu_memory_utilization 1).
+  d.limits.gpu_memory_utilization = 1.0;
+  d.card.visible_memory_bytes = base.weights + base.activations + base.runtime + 2000.5 * 2'752'512.0;
+  const MemoryPlan p = plan_memory(d, 8192);
+  CHECK(p.kv_blocks == 2000);
+  // Sequences of 8192 tokens decoding take 769 blocks each: 2000 / 769 = 2. With full attention
+  // the same bytes are 1000.25 blocks of 5,505,024 B -> 1000 / 512 = 1 sequence.
+  CHECK(p.max_sequences_at_context == 2);
+  // Sequences of 4096 tokens: 256 + min(256, 257) = 512 blocks -> 3 (full attention: 1000/256 = 3
+  // too: within the window sliding layers hold every token).
+  CHECK(plan_memory(d, 4096).max_sequences_at_context == 3);
+  // vLLM's logged "GPU KV cache size": 2000 blocks / 2 groups x 16 = 16,000 tokens (what full
+  // attention holds in the same bytes). Effective capacity: the longest one sequence,
+  // (2000 - 769) x 16 = 19,696 tokens. max_model_len unset: the context, 8192.
+  CHECK(p.kv_tokens == 16'000);
+  CHECK(p.kv_longest_sequence == 19'696);
+  CHECK(p.max_model_len == 8192);
+  CHECK(p.fits);
+}
+
+TEST_CASE("memory: --max-model-len must fit one sequence in the KV cache", "[llm][memory]") {
+  // The 64.5-block card of "sequences at a context count whole blocks": 1024 tokens of KV.
+  Deployment d = deploy("llama-3.1-8b", "h100-sxm");
+  d.limits.gpu_memory_utilization = 1.0;
+  d.card.visible_memory_bytes = kLlama8bWeights + kLlama8bActivations + kRuntime + 64.5 * kLlama8bBlock;
+  SECTION("unset: the model's 131072 context capped by the KV cache, 1024") {
+    const MemoryPlan p = plan_memory(d, 512);
+    CHECK(p.fits);
+    CHECK(p.max_model_len == 1024);
+  }
+  SECTION("1024 fits exactly (64 blocks)") {
+    d.limits.max_model_len = 1024;
+    const MemoryPlan p = plan_memory(d, 512);
+    CHECK(p.fits);
+    CHECK(p.max_model_len == 1024);
+  }
+  SECTION("1025 needs 65 blocks: vLLM refuses to start, naming both sizes") {
+    d.limits.max_model_len = 1025;
+    const MemoryPlan p = plan_memory(d, 512);
+    CHECK_FALSE(p.fits);
+    // 65 x 2,097,152 = 136,314,880 B = 0.127 GiB needed; 64.5 x 2,097,152 = 135,266,304 B
+    // = 0.126 GiB available; short by 0.5 block = 1,048,576 B.
+    CHECK(p.shortfall == Approx(1'048'576.0).margin(1e-3));
+    CHECK(p.reason ==
+          "to serve one request of max_model_len 1025 tokens, 136314880 B (0.13 GiB) of KV cache "
+          "is needed per GPU, more than the 135266304 B (0.13 GiB) available; the estimated "
+          "maximum model length is 1024 tokens (raise --gpu-memory-utilization or lower "
+          "--max-model-len)");
+  }
+}
+
+TEST_CASE("memory: --max-model-len above the model's context is refused", "[llm][memory][errors]") {
+  Deployment d = deploy("llama-3.1-8b", "h100-sxm");
+  d.limits.max_model_len = 131'073;
+  try {
+    d.validate();
+    FAIL("validate() accepted 131073");
+  } catch (const capsim::Error& e) {
+    CHECK(std::string(e.what()) ==
+          "--max-model-len: 131073 exceeds llama-3.1-8b's context of 131072 tokens "
+          "(max_position_embeddings in " + d.model.config_path + "); accepted: 1 to 131072 tokens");
+  }
+  d.limits.max_model_len = 131'072;
+  CHECK_NOTHROW(d.validate());
 }
