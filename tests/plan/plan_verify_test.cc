@@ -84,7 +84,8 @@ TEST_CASE("plan: an fp8 KV cache is tried where the card supports it, and shown"
   if (bf16 > 0) CHECK(fp8 <= bf16);
   // Without --kv-cache the fp8 candidate is not offered on a T4 (no FP8 KV kernels on Turing).
   const auto t4 = run_capsim("plan " + kChat + " --cards t4 --tp 1 --weights int4 --max-cards 2 --json -");
-  for (const auto& x : nlohmann::json::parse(t4.out)["rejected"]) CHECK(x["kv_cache"] != "fp8");
+  const auto t4_json = nlohmann::json::parse(t4.out);  // kept alive: the loop walks into it
+  for (const auto& x : t4_json["rejected"]) CHECK(x["kv_cache"] != "fp8");
 }
 
 TEST_CASE("plan --replications: the listed option holds over the same seeds in check", "[plan][check][cli][slow]") {
