@@ -1,6 +1,7 @@
 #include "sim/plan/search.h"
 
 #include <algorithm>
+#include <functional>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -247,6 +248,28 @@ Evaluation evaluate_share(const cli::ScenarioSpec& spec, int replicas,
   return e;
 }
 
+// Narrows [lo fails, pass meets] to the fewest replicas that meet the SLOs; `out.best` is that
+// evaluation and `out.below` the one at one replica fewer, when it was run.
+static void bisect(int lo, Evaluation pass, std::optional<Evaluation> fail_at_lo, ReplicaSearch& out,
+            const std::function<Evaluation(int)>& eval) {
+  int hi = pass.replicas;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    Evaluation e = eval(mid);
+    ++out.evaluations;
+    if (e.verdict.met) {
+      hi = mid;
+      pass = std::move(e);
+    } else {
+      lo = mid;
+      fail_at_lo = std::move(e);
+    }
+  }
+  out.found = true;
+  out.best = std::move(pass);
+  if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
+}
+
 ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
                               std::optional<double> min_goodput, bool verify) {
   ReplicaSearch out;
@@ -270,22 +293,8 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
     if (fail_at_lo) out.best = std::move(*fail_at_lo);
     return out;
   }
-  int hi = pass->replicas;
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    Evaluation e = evaluate_share(spec, mid, min_goodput);
-    ++out.evaluations;
-    if (e.verdict.met) {
-      hi = mid;
-      pass = std::move(e);
-    } else {
-      lo = mid;
-      fail_at_lo = std::move(e);
-    }
-  }
-  out.found = true;
-  out.best = std::move(*pass);
-  if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
+  bisect(lo, std::move(*pass), std::move(fail_at_lo), out,
+         [&](int n) { return evaluate_share(spec, n, min_goodput); });
   if (verify) {
     // Shares are an approximation (routing is not a perfect split); the whole cluster decides.
     for (int n = out.best.replicas; n <= max_replicas; ++n) {
@@ -340,22 +349,8 @@ ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int
     out.best = std::move(*fail_at_lo);
     return out;
   }
-  int hi = pass->replicas;
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    Evaluation e = evaluate(spec, mid, min_goodput, replications);
-    ++out.evaluations;
-    if (e.verdict.met) {
-      hi = mid;
-      pass = std::move(e);
-    } else {
-      lo = mid;
-      fail_at_lo = std::move(e);
-    }
-  }
-  out.found = true;
-  out.best = std::move(*pass);
-  if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
+  bisect(lo, std::move(*pass), std::move(fail_at_lo), out,
+         [&](int n) { return evaluate(spec, n, min_goodput, replications); });
   return out;
 }
 
