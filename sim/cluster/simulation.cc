@@ -158,8 +158,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
 
  private:
   void handle_arrival(std::uint64_t slot, SimTime now) {
-    Request r = std::move(pending_[slot]);
-    free_pending_.push_back(slot);
+    Request r = take(slot);
     if (cfg_.stop_arrivals && r.arrival > *cfg_.stop_arrivals) return;  // the run is over
     ++arrived_;
     // A backstop for workloads whose size is not known up front (closed loops, traces).
@@ -188,15 +187,24 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       queue_.push(now + frontend, kEngineArrival, target, held);
       return;
     }
+    deliver(target, std::move(r), now);
+  }
+
+  void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
+    deliver(target, take(slot), now);
+  }
+
+  // The request reaches replica `target`'s engine core at `now`.
+  void deliver(std::uint32_t target, Request r, SimTime now) {
     replicas_[target]->add_request(std::move(r), now);
     kick_[target] = 1;
   }
 
-  void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
+  // Takes back the request held in `slot` (see hold()).
+  Request take(std::uint64_t slot) {
     Request r = std::move(pending_[slot]);
     free_pending_.push_back(slot);
-    replicas_[target]->add_request(std::move(r), now);
-    kick_[target] = 1;
+    return r;
   }
 
   // Keeps a request in `pending_` until its event fires; returns its slot.
