@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
           nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
           libclang-rt-14-dev)
+# nodejs and npm run the `capsim emulate` client tests (tests/emulate/client: the official OpenAI
+# npm client); a Node.js already on the machine, with its own npm, is used as it is.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then packages+=(nodejs npm); fi
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -18,6 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
+# The npm packages of the emulate client tests, exactly as package-lock.json pins them.
+(cd tests/emulate/client && npm ci --no-audit --no-fund --loglevel=error)
 if [ "${1:-}" != "--no-run" ]; then
   ./build/capsim
 fi

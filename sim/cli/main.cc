@@ -6,6 +6,7 @@
 #include "sim/cli/common.h"
 #include "sim/cli/scenario.h"
 #include "sim/core/error.h"
+#include "sim/emulate/emulate.h"
 
 int main(int argc, char** argv) {
   using namespace capsim::cli;
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   add_batch_serve_command(app, exit_code);
   add_check_command(app, exit_code);
   add_diff_command(app, exit_code);
+  capsim::emulate::add_emulate_command(app, exit_code);
   refuse_non_finite(app);
   add_allow_large(app);
   app.footer("run `capsim <command> --help` for a command's flags and examples");

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "sim/cluster/live_simulation.h"
 #include "sim/cluster/router.h"
 #include "sim/core/error.h"
 #include "sim/core/event_queue.h"
@@ -96,9 +98,19 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     queue_.push(at, kArrival, 0, hold(std::move(r)));
   }
 
-  void on_token(const Sequence& s, SimTime now) override { metrics_.on_token(s, now); }
+  void on_token(const Sequence& s, SimTime now) override {
+    if (live_) {
+      live_token(s, now);
+      return;
+    }
+    metrics_.on_token(s, now);
+  }
 
   void on_finish(const Sequence& s, SimTime now) override {
+    if (live_) {
+      live_finish(s, now);
+      return;
+    }
     CAPSIM_INVARIANT(s.generated == s.req.output_tokens && s.computed <= s.tokens(),
                      "a request finished without exactly its output tokens");
 #if CAPSIM_INVARIANTS_ON
@@ -126,23 +138,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     while (!queue_.empty()) {
       CAPSIM_INVARIANT(queue_.top().time >= now, "simulated time went backwards");
       now = queue_.top().time;
-      while (!queue_.empty() && queue_.top().time == now) {
-        const Event e = queue_.pop();
-        switch (e.kind) {
-          case kArrival: handle_arrival(e.payload, now); break;
-          case kEngineArrival: handle_engine_arrival(e.target, e.payload, now); break;
-          default: handle_step_done(e.target, now); break;
-        }
-        ++events;
-      }
-      for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
-        if (!kick_[i]) continue;
-        kick_[i] = 0;
-        Replica& r = *replicas_[i];
-        if (r.stepping() || !r.has_work()) continue;
-        const SimTime dur = r.begin_step(now);
-        if (dur > 0) queue_.push(now + dur, kStepDone, i, 0);
-      }
+      events += process_instant(now);
       if (cfg_.progress && (events & 0xFFF) == 0) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         if (wall > 1.0) {
@@ -156,19 +152,113 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     return finish(now);
   }
 
+  // ---- Live mode (LiveSimulation, live_simulation.h): the cluster driven step by step ----
+
+  // From now on tokens, completions and rejections go to `out` (as client events) instead of
+  // the batch metrics, and the request-count backstop no longer applies (a live run is open-ended).
+  void go_live(std::vector<LiveEvent>* out) { live_ = out; }
+  SimTime live_now() const { return live_now_; }
+  std::optional<SimTime> next_event_time() const {
+    if (queue_.empty()) return std::nullopt;
+    return queue_.top().time;
+  }
+  // Processes every event at or before `t` (>= live_now()), instant by instant.
+  void advance_to(SimTime t) {
+    while (!queue_.empty() && queue_.top().time <= t) {
+      live_now_ = queue_.top().time;
+      process_instant(live_now_);
+    }
+    live_now_ = std::max(live_now_, t);
+  }
+  void submit(Request r) {
+    live_ids_.insert(r.id);
+    arrive(std::move(r));
+  }
+  // See LiveSimulation::abort. Returns whether `id` was live.
+  bool abort(std::uint64_t id) {
+    if (live_ids_.erase(id) == 0) return false;
+    const auto at = where_.find(id);
+    if (at == where_.end()) {
+      undelivered_aborts_.insert(id);  // still before its replica: dropped when its event fires
+      return true;
+    }
+    const std::uint32_t i = at->second;
+    where_.erase(at);
+    switch (replicas_[i]->abort(id, live_now_)) {
+      case Replica::AbortResult::kInStep:
+        step_aborts_[i].push_back(id);  // the step in flight holds it; applied when it ends
+        break;
+      case Replica::AbortResult::kAborted:
+        --in_flight_;
+        start_step(i, live_now_);  // freed KV may let a waiting request in
+        break;
+      case Replica::AbortResult::kNotHere: break;
+    }
+    return true;
+  }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  std::int64_t max_model_len() const { return *std::min_element(max_len_.begin(), max_len_.end()); }
+  std::int64_t in_flight() const { return in_flight_; }
+
  private:
+  // Processes every event at `now` (the earliest pending time), then starts a step on each idle
+  // replica that an event touched. Returns the number of events processed.
+  std::uint64_t process_instant(SimTime now) {
+    std::uint64_t events = 0;
+    while (!queue_.empty() && queue_.top().time == now) {
+      const Event e = queue_.pop();
+      switch (e.kind) {
+        case kArrival: handle_arrival(e.payload, now); break;
+        case kEngineArrival: handle_engine_arrival(e.target, e.payload, now); break;
+        default: handle_step_done(e.target, now); break;
+      }
+      ++events;
+    }
+    for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
+      if (!kick_[i]) continue;
+      kick_[i] = 0;
+      start_step(i, now);
+    }
+    return events;
+  }
+
+  // Replica `i` begins its next step at `now` if it is idle and has work.
+  void start_step(std::uint32_t i, SimTime now) {
+    Replica& r = *replicas_[i];
+    if (r.stepping() || !r.has_work()) return;
+    const SimTime dur = r.begin_step(now);
+    if (dur > 0) queue_.push(now + dur, kStepDone, i, 0);
+  }
+
+  void live_token(const Sequence& s, SimTime now) {
+    if (!live_ids_.count(s.req.id)) return;  // aborted while its step ran
+    live_->push_back({LiveEvent::kToken, s.req.id, now, s.generated, current_replica_});
+  }
+  void live_finish(const Sequence& s, SimTime now) {
+    --in_flight_;
+    where_.erase(s.req.id);
+    if (live_ids_.erase(s.req.id)) {
+      live_->push_back({LiveEvent::kFinished, s.req.id, now, s.generated, current_replica_});
+    }
+  }
+
   void handle_arrival(std::uint64_t slot, SimTime now) {
     Request r = take(slot);
+    if (live_ && undelivered_aborts_.erase(r.id)) return;  // the client left before it was sent
     if (cfg_.stop_arrivals && r.arrival > *cfg_.stop_arrivals) return;  // the run is over
     ++arrived_;
     // A backstop for workloads whose size is not known up front (closed loops, traces).
-    if (arrived_ > run_limit(RunLimit::kRequests)) {
+    if (!live_ && arrived_ > run_limit(RunLimit::kRequests)) {
       check_run_limit(RunLimit::kRequests, static_cast<double>(arrived_), "the workload");
     }
     workload_.on_arrival(r, *this);
     const std::uint32_t target = router_->route(r, replicas_);
     if (r.prompt_tokens + r.output_tokens > max_len_[target]) {
       // vLLM rejects a request longer than max_model_len before it is queued.
+      if (live_ && live_ids_.erase(r.id)) {
+        live_->push_back({LiveEvent::kRejected, r.id, now, 0, target});
+        return;
+      }
       metrics_.on_reject(r);
 #if CAPSIM_INVARIANTS_ON
       ++rejected_all_;
@@ -191,11 +281,17 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   }
 
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
-    deliver(target, take(slot), now);
+    Request r = take(slot);
+    if (live_ && undelivered_aborts_.erase(r.id)) {  // the client left during the front end
+      --in_flight_;
+      return;
+    }
+    deliver(target, std::move(r), now);
   }
 
   // The request reaches replica `target`'s engine core at `now`.
   void deliver(std::uint32_t target, Request r, SimTime now) {
+    if (live_) where_[r.id] = target;
     replicas_[target]->add_request(std::move(r), now);
     kick_[target] = 1;
   }
@@ -225,6 +321,18 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     current_replica_ = i;
     replicas_[i]->end_step(now, *this);
     kick_[i] = 1;
+    if (live_ && !step_aborts_.empty()) apply_step_aborts(i, now);
+  }
+
+  // Aborts that waited for replica `i`'s step to end (a request that finished in that step is
+  // already gone: abort() finds nothing).
+  void apply_step_aborts(std::uint32_t i, SimTime now) {
+    const auto it = step_aborts_.find(i);
+    if (it == step_aborts_.end()) return;
+    for (const std::uint64_t id : it->second) {
+      if (replicas_[i]->abort(id, now) == Replica::AbortResult::kAborted) --in_flight_;
+    }
+    step_aborts_.erase(it);
   }
 
   // At the end nothing is in flight: every arrived request finished or was rejected once, and
@@ -331,6 +439,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<std::uint64_t> free_pending_;
   std::uint32_t current_replica_ = 0;
   std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
+  // Live mode only (empty in batch runs).
+  std::vector<LiveEvent>* live_ = nullptr;
+  SimTime live_now_ = 0;
+  std::unordered_set<std::uint64_t> live_ids_;             // submitted, not yet ended or aborted
+  std::unordered_map<std::uint64_t, std::uint32_t> where_;  // delivered id -> replica
+  std::unordered_set<std::uint64_t> undelivered_aborts_;   // aborted before reaching a replica
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> step_aborts_;  // replica -> ids
 #if CAPSIM_INVARIANTS_ON
   std::unordered_set<std::uint64_t> ended_;  // ids of requests that finished or were rejected
   std::int64_t finished_all_ = 0, rejected_all_ = 0;  // warm-up ones included
@@ -342,6 +457,94 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
 SimulationResult simulate(const SimulationConfig& config, Workload& workload) {
   Cluster c(config, workload);
   return c.run();
+}
+
+}  // namespace capsim
+
+namespace capsim {
+namespace {
+
+// A live cluster has no workload of its own: requests come through LiveSimulation::submit.
+class NoWorkload : public Workload {
+ public:
+  void start(ArrivalSink&) override {}
+  std::string describe() const override { return "live requests"; }
+};
+
+}  // namespace
+
+struct LiveSimulation::Impl {
+  explicit Impl(SimulationConfig c) : config(std::move(c)), cluster(config, workload) {
+    cluster.go_live(&produced);
+  }
+  SimulationConfig config;
+  NoWorkload workload;
+  Cluster cluster;
+  std::vector<LiveEvent> produced;  // filled by the cluster during advance_to
+  // Client events not yet returned, by (time, production order).
+  std::vector<LiveEvent> pending;
+};
+
+LiveSimulation::LiveSimulation(SimulationConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+LiveSimulation::~LiveSimulation() = default;
+
+SimTime LiveSimulation::now() const { return impl_->cluster.live_now(); }
+std::int64_t LiveSimulation::max_model_len() const { return impl_->cluster.max_model_len(); }
+std::int64_t LiveSimulation::in_flight() const { return impl_->cluster.in_flight(); }
+
+void LiveSimulation::submit(Request r) {
+  if (r.arrival < now()) throw Error("live simulation: a request submitted in the past");
+  impl_->cluster.submit(std::move(r));
+}
+
+bool LiveSimulation::abort(std::uint64_t id) {
+  if (!impl_->cluster.abort(id)) return false;
+  std::vector<LiveEvent>& p = impl_->pending;
+  p.erase(std::remove_if(p.begin(), p.end(), [id](const LiveEvent& e) { return e.id == id; }), p.end());
+  return true;
+}
+
+std::vector<LiveEvent> LiveSimulation::advance_to(SimTime t) {
+  if (t < now()) throw Error("live simulation: time cannot go backwards");
+  Impl& m = *impl_;
+  m.cluster.advance_to(t);
+  // Every event produced now has a time >= the instant that produced it, and those instants are
+  // later than anything returned before, so merging by a stable sort keeps the order contract.
+  m.pending.insert(m.pending.end(), m.produced.begin(), m.produced.end());
+  m.produced.clear();
+  std::stable_sort(m.pending.begin(), m.pending.end(),
+                   [](const LiveEvent& a, const LiveEvent& b) { return a.time < b.time; });
+  const auto split = std::find_if(m.pending.begin(), m.pending.end(),
+                                  [t](const LiveEvent& e) { return e.time > t; });
+  std::vector<LiveEvent> out(m.pending.begin(), split);
+  m.pending.erase(m.pending.begin(), split);
+  return out;
+}
+
+std::optional<SimTime> LiveSimulation::next_time() const {
+  std::optional<SimTime> t = impl_->cluster.next_event_time();
+  if (!impl_->pending.empty() && (!t || impl_->pending.front().time < *t)) t = impl_->pending.front().time;
+  return t;
+}
+
+std::vector<LiveReplicaState> LiveSimulation::replicas() const {
+  std::vector<LiveReplicaState> out;
+  for (const auto& r : impl_->cluster.replicas()) {
+    LiveReplicaState s;
+    s.index = r->index();
+    s.running = static_cast<std::int64_t>(r->running_count());
+    s.waiting = static_cast<std::int64_t>(r->outstanding() - r->running_count());
+    s.kv_used_blocks = r->kv().used_blocks();
+    s.kv_blocks = r->kv().num_blocks();
+    const ReplicaStats& st = r->stats();
+    s.preemptions = st.preemptions;
+    s.prompt_tokens_computed = st.prompt_tokens_computed;
+    s.prefix_hit_tokens = st.prefix_hit_tokens;
+    s.prefix_lookup_tokens = st.prefix_lookup_tokens;
+    s.steps = st.steps;
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace capsim

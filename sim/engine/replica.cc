@@ -329,6 +329,29 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   }
 }
 
+Replica::AbortResult Replica::abort(std::uint64_t id, SimTime now) {
+  const auto is = [&](std::int32_t slot) { return seq(slot).req.id == id; };
+  std::int32_t slot = -1;
+  if (const auto it = std::find_if(running_.begin(), running_.end(), is); it != running_.end()) {
+    if (stepping_) return AbortResult::kInStep;
+    slot = *it;
+    running_.erase(it);
+  } else if (const auto w = std::find_if(waiting_.begin(), waiting_.end(), is); w != waiting_.end()) {
+    slot = *w;  // waiting sequences are never in the step in flight
+    waiting_.erase(w);
+  } else {
+    return AbortResult::kNotHere;
+  }
+  Sequence& s = seq(slot);
+  release_all(s);
+  s = Sequence{};
+  s.computed = -1;  // marks the slot free until it is reused
+  free_slots_.push_back(slot);
+  stats_.running.add(now, static_cast<double>(running_.size()));
+  stats_.waiting.add(now, static_cast<double>(waiting_.size()));
+  return AbortResult::kAborted;
+}
+
 void Replica::close_stats(SimTime end) {
   if (end >= stats_.timeline_next) sample_timeline(end);
   stats_.running.add(end, static_cast<double>(running_.size()));

@@ -145,6 +145,12 @@ class Replica {
   void end_step(SimTime now, ReplicaObserver& obs);
 
   std::size_t outstanding() const { return running_.size() + waiting_.size(); }
+  std::size_t running_count() const { return running_.size(); }
+  // Removes request `id` from the waiting queue or the running batch and frees its KV blocks, as
+  // vLLM's abort does (a prefix-cached block stays cached). A running request while a step is in
+  // flight stays (the step holds it until end_step): kInStep, abort again after end_step.
+  enum class AbortResult { kNotHere, kAborted, kInStep };
+  AbortResult abort(std::uint64_t id, SimTime now);
   // Leading prompt blocks of `r` already in this replica's prefix cache (for routing).
   std::int64_t cached_prefix_blocks(const Request& r) const;
   const ReplicaStats& stats() const { return stats_; }

@@ -1,0 +1,62 @@
+// `capsim emulate`: the scenario's deployment (the same flags and scenario files as `capsim
+// simulate`) served as an OpenAI-compatible endpoint with the simulated timing.
+#include <memory>
+
+#include "sim/cli/scenario.h"
+#include "sim/emulate/emulate.h"
+#include "sim/emulate/server.h"
+
+namespace capsim::emulate {
+namespace {
+
+struct EmulateCommand {
+  std::string scenario;
+  cli::ScenarioFlags flags;
+  EmulateOptions options;
+  std::string served_model;
+};
+
+}  // namespace
+
+void add_emulate_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<EmulateCommand>();
+  CLI::App* cmd = app.add_subcommand(
+      "emulate", "serve an OpenAI-compatible API (as vLLM serves it) that answers with the simulated deployment's timing");
+  cmd->footer(
+      "examples:\n"
+      "  capsim emulate --model llama-3.1-8b --card h100-sxm --port 8000\n"
+      "  capsim emulate --model llama-3.1-70b --card h100-sxm --tp 2 --replicas 2 --time-scale 10\n"
+      "  capsim emulate workloads/chatbot-500-users.yaml --host 0.0.0.0 --output-tokens lognormal:200:800\n"
+      "  curl -N localhost:8000/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "      -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 20, \"stream\": true}'\n"
+      "routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions, GET /metrics, GET /health;\n"
+      "answers are filler text; a request without ignore_eos stops after a length drawn from --output-tokens\n"
+      "(at most max_tokens); latencies in /metrics are simulated seconds. See docs/emulate.md.");
+  cmd->add_option("scenario", o->scenario, "scenario YAML file (its deployment is served; its workload is not sent)");
+  o->flags.add_to(*cmd);
+  // The scenario flags' --time-scale stretches a trace's arrivals; emulate sends no trace, so the
+  // flag takes the emulator's meaning here (read from the command line only).
+  CLI::Option* time_scale = cmd->get_option("--time-scale");
+  time_scale->description("simulated seconds per wall-clock second (default 1 = real time; 10 = ten times faster)");
+  cmd->add_option("--host,--bind", o->options.bind, "address to listen on (default 127.0.0.1; 0.0.0.0 for all)");
+  cmd->add_option("--port", o->options.port, "TCP port (default 8000; 0 = any free port, printed on start)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", o->served_model,
+                  "the model name clients send and /v1/models lists (default: --model as given)");
+  cmd->callback([o, time_scale, &exit_code] {
+    cli::ScenarioSpec spec = o->flags.resolve(o->scenario);
+    // Only the deployment matters; a scenario without a workload gets a placeholder one so that
+    // build_scenario (which insists on a workload) accepts it. It is never run.
+    if (!spec.trace && !spec.users && !spec.concurrency && !spec.rate) spec.arrival = "offline";
+    cli::BuiltScenario b = cli::build_scenario(spec);
+    EmulateOptions opts = o->options;
+    opts.time_scale = time_scale->count() ? spec.time_scale : 1.0;
+    opts.served_model = o->served_model.empty() ? spec.deployment.model : o->served_model;
+    opts.seed = spec.seed;
+    opts.output_lengths = Distribution::parse(spec.output_tokens, Distribution::Unit::kTokens, spec.where("--output-tokens"));
+    run_emulator(b.config, opts);
+    exit_code = 0;
+  });
+}
+
+}  // namespace capsim::emulate

@@ -1,0 +1,255 @@
+// `capsim emulate` driven by the official OpenAI client (npm `openai`) over loopback, its
+// latencies compared with `capsim simulate` of the same deployment and workload, and its
+// /metrics read by a Prometheus text-format parser (npm `parse-prometheus-text-format`).
+// Run by ctest through run.sh (CAPSIM = the capsim binary). Every request loop is bounded.
+//
+// Tolerance for client-measured latencies against `simulate`: 10% of the simulated value plus
+// SLACK_WALL_S of wall-clock time scaled to simulated time (x TIME_SCALE). The 10% covers what
+// differs legitimately between the runs: the arrivals the client makes (setTimeout jitter moves
+// them by ~1 ms, which regroups requests into steps) against the exact ones `simulate` makes. The
+// slack covers what the emulator adds on the wall clock: the event loop's timer resolution (Asio
+// steady_timer, ~0.1 ms), the loopback HTTP hop and Node's event loop and SSE parsing (each
+// about 1 ms on an idle machine), a few ms of margin for a loaded CI machine.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+
+const CAPSIM = process.env.CAPSIM;
+assert.ok(CAPSIM, 'CAPSIM must name the capsim binary');
+const DEPLOYMENT = ['--model', 'llama-3.1-8b', '--card', 'h100-sxm'];
+const MODEL = 'llama-3.1-8b';
+const TIME_SCALE = 2;       // simulated seconds per wall second
+const SLACK_WALL_S = 0.004; // see the header
+const TOLERANCE = 0.10;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = (s.length - 1) / 2;  // numpy's linear interpolation, as `simulate` reports
+  return (s[Math.floor(m)] + s[Math.ceil(m)]) / 2;
+};
+
+// Starts `capsim emulate` on a free port; returns { url, client, stop }.
+async function emulator(extra = []) {
+  const proc = spawn(CAPSIM, ['emulate', ...DEPLOYMENT, '--port', '0', '--time-scale', String(TIME_SCALE), ...extra],
+                     { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('capsim emulate did not start in 30 s: ' + out)), 30000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`capsim emulate exited (${code}): ${out}`)); });
+  });
+  proc.removeAllListeners('exit');
+  const client = new OpenAI({ baseURL: url + '/v1', apiKey: 'none', maxRetries: 0, timeout: 120000 });
+  const stop = async () => { proc.kill('SIGTERM'); await once(proc, 'exit'); };
+  return { url, client, stop };
+}
+
+// A chat message whose estimated prompt is exactly `tokens`: ceil(chars/4) + 4 + 3 (one message).
+const chatOf = (tokens) => [{ role: 'user', content: 'a'.repeat(4 * (tokens - 7)) }];
+
+// Streams one chat completion; returns client-side times (ms, performance.now()) and counts.
+async function streamChat(client, promptTokens, outputTokens, extra = {}) {
+  const sent = performance.now();
+  const stream = await client.chat.completions.create({
+    model: MODEL, messages: chatOf(promptTokens), max_tokens: outputTokens, ignore_eos: true,
+    stream: true, stream_options: { include_usage: true }, ...extra,
+  });
+  const times = [];
+  let usage = null, finish = null, text = '', role = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta?.role) role = c.delta.role;
+      if (c.delta?.content) { times.push(performance.now()); text += c.delta.content; }
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { sent, times, usage, finish, text, role };
+}
+
+// `capsim simulate` of the same deployment: its JSON result.
+function simulate(args) {
+  const out = execFileSync(CAPSIM, ['simulate', ...DEPLOYMENT, ...args, '-q', '--json', '-'], { encoding: 'utf8' });
+  return JSON.parse(out);
+}
+
+function assertClose(name, measured_s, simulated_s, perRequestSlack_s = SLACK_WALL_S * TIME_SCALE) {
+  const bound = TOLERANCE * simulated_s + perRequestSlack_s;
+  const msg = `${name}: client ${(measured_s * 1e3).toFixed(2)} ms vs simulate ${(simulated_s * 1e3).toFixed(2)} ms ` +
+              `(allowed +-${(bound * 1e3).toFixed(2)} ms)`;
+  console.log(msg);
+  assert.ok(Math.abs(measured_s - simulated_s) <= bound, msg);
+}
+
+test('200 streamed chat requests at a fixed rate: TTFT p50 and TPOT p50 match simulate', { timeout: 120000 }, async () => {
+  // 20 requests/s of simulated time (every 50 ms; 100 ms of wall time at scale 2), prompts of
+  // 2,000 tokens, 64 output tokens each (ignore_eos), on one H100: 10 s of wall time.
+  const RATE = 20, N = 200, PROMPT = 2000, OUTPUT = 64;
+  const { client, stop } = await emulator();
+  try {
+    const gapMs = 1000 / (RATE / TIME_SCALE);
+    const t0 = performance.now() + 50;
+    const runs = [];
+    for (let i = 0; i < N; i++) {
+      await sleep(t0 + i * gapMs - performance.now());
+      runs.push(streamChat(client, PROMPT, OUTPUT));
+    }
+    const results = await Promise.all(runs);
+    for (const r of results) {
+      assert.equal(r.times.length, OUTPUT);
+      assert.equal(r.usage.completion_tokens, OUTPUT);
+      assert.equal(r.usage.prompt_tokens, PROMPT);
+      assert.equal(r.finish, 'length');
+      assert.equal(r.role, 'assistant');
+    }
+    const ttft = results.map((r) => (r.times[0] - r.sent) / 1e3 * TIME_SCALE);
+    const tpot = results.map((r) => (r.times[OUTPUT - 1] - r.times[0]) / 1e3 * TIME_SCALE / (OUTPUT - 1));
+    const sim = simulate(['--rate', String(RATE), '--arrival', 'constant', '--requests', String(N),
+                          '--input-tokens', String(PROMPT), '--output-tokens', String(OUTPUT)]);
+    assert.equal(sim.completed, N);
+    assertClose('TTFT p50', median(ttft), sim.median_ttft_ms / 1e3);
+    // TPOT spreads the slack over the 63 gaps between a request's first and last token.
+    assertClose('TPOT p50', median(tpot), sim.median_tpot_ms / 1e3, SLACK_WALL_S * TIME_SCALE / (OUTPUT - 1) * 2);
+  } finally {
+    await stop();
+  }
+});
+
+test('50 concurrent streams: TTFT and ITL agree with simulate of the same arrivals; /metrics parses', { timeout: 120000 }, async () => {
+  // 50 streams opened at once (1,000-token prompts, 100 output tokens). `simulate` replays the
+  // arrivals the client made (a CSV trace of its send times, in simulated seconds).
+  const N = 50, PROMPT = 1000, OUTPUT = 100;
+  const { url, client, stop } = await emulator();
+  const dir = mkdtempSync(join(tmpdir(), 'capsim-emulate-'));
+  try {
+    const results = await Promise.all(Array.from({ length: N }, () => streamChat(client, PROMPT, OUTPUT)));
+    const start = Math.min(...results.map((r) => r.sent));
+    const rows = results.map((r) => r.sent).sort((a, b) => a - b)
+      .map((s) => `${((s - start) / 1e3 * TIME_SCALE).toFixed(6)},${PROMPT},${OUTPUT}`);
+    const trace = join(dir, 'arrivals.csv');
+    writeFileSync(trace, 'arrival_s,input_tokens,output_tokens\n' + rows.join('\n') + '\n');
+    const sim = simulate(['--trace', trace]);
+    assert.equal(sim.completed, N);
+    for (const r of results) assert.equal(r.times.length, OUTPUT);
+    const ttft = results.map((r) => (r.times[0] - r.sent) / 1e3 * TIME_SCALE);
+    const gaps = results.flatMap((r) => r.times.slice(1).map((t, i) => (t - r.times[i]) / 1e3 * TIME_SCALE));
+    assertClose('TTFT p50', median(ttft), sim.median_ttft_ms / 1e3);
+    assertClose('ITL mean', gaps.reduce((a, b) => a + b, 0) / gaps.length, sim.mean_itl_ms / 1e3,
+                SLACK_WALL_S * TIME_SCALE / 10);
+
+    // /metrics after the run, through a Prometheus text-format parser.
+    const text = await (await fetch(url + '/metrics')).text();
+    const families = Object.fromEntries(parsePrometheusTextFormat(text).map((f) => [f.name, f]));
+    const one = (name) => {
+      assert.ok(families[name], `${name} missing from /metrics`);
+      return families[name];
+    };
+    const labels = { engine: '0', model_name: MODEL };
+    assert.equal(one('vllm:num_requests_running').type, 'GAUGE');
+    assert.deepEqual(one('vllm:num_requests_running').metrics[0].labels, labels);
+    assert.equal(Number(one('vllm:num_requests_running').metrics[0].value), 0);
+    assert.equal(Number(one('vllm:num_requests_waiting').metrics[0].value), 0);
+    assert.equal(Number(one('vllm:kv_cache_usage_perc').metrics[0].value), 0);  // all KV freed
+    assert.equal(Number(one('vllm:generation_tokens_total').metrics[0].value), N * OUTPUT);
+    assert.equal(Number(one('vllm:prompt_tokens_total').metrics[0].value), N * PROMPT);
+    const success = one('vllm:request_success_total').metrics.find((m) => m.labels.finished_reason === 'length');
+    assert.equal(Number(success.value), N);
+    const h = one('vllm:time_to_first_token_seconds');
+    assert.equal(h.type, 'HISTOGRAM');
+    assert.equal(Number(h.metrics[0].count), N);
+    assert.equal(Number(h.metrics[0].buckets['+Inf']), N);
+    // The server's own TTFTs (simulated seconds) sum to N x their mean; the client's mean is the
+    // same within the tolerance.
+    const clientMean = ttft.reduce((a, b) => a + b, 0) / N;
+    assertClose('TTFT mean (/metrics vs client)', clientMean, Number(h.metrics[0].sum) / N);
+    assert.equal(Number(one('vllm:inter_token_latency_seconds').metrics[0].count), N * (OUTPUT - 1));
+    assert.equal(Number(one('vllm:e2e_request_latency_seconds').metrics[0].count), N);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await stop();
+  }
+});
+
+test('non-streaming, models, vLLM error bodies, and an abort that frees the KV cache', { timeout: 60000 }, async () => {
+  const { url, client, stop } = await emulator(['--max-model-len', '4096']);
+  try {
+    const models = await client.models.list();
+    assert.equal(models.data[0].id, MODEL);
+    assert.equal(models.data[0].max_model_len, 4096);
+
+    // Non-streaming chat: 10 filler words, stopped by length.
+    const chat = await client.chat.completions.create({ model: MODEL, messages: chatOf(100), max_tokens: 10, ignore_eos: true });
+    assert.equal(chat.object, 'chat.completion');
+    assert.equal(chat.choices[0].message.role, 'assistant');
+    assert.equal(chat.choices[0].message.content.split(' ').length, 10);
+    assert.equal(chat.choices[0].finish_reason, 'length');
+    assert.deepEqual([chat.usage.prompt_tokens, chat.usage.completion_tokens, chat.usage.total_tokens], [100, 10, 110]);
+
+    // Completions with token ids: the prompt counts exactly; without ignore_eos the answer is
+    // the scenario's --output-tokens (default 128) when max_tokens allows it.
+    const ids = Array.from({ length: 300 }, (_, i) => i);
+    const cmpl = await client.completions.create({ model: MODEL, prompt: ids, max_tokens: 500 });
+    assert.equal(cmpl.object, 'text_completion');
+    assert.equal(cmpl.usage.prompt_tokens, 300);
+    assert.equal(cmpl.usage.completion_tokens, 128);
+    assert.equal(cmpl.choices[0].finish_reason, 'stop');
+
+    // Too long: vLLM's 400 BadRequestError bodies.
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: Array(4096).fill(1), max_tokens: 1 }),
+      (e) => e instanceof OpenAI.BadRequestError && e.status === 400 &&
+             e.message.includes("This model's maximum context length is 4096 tokens. However, your request has 4096 input tokens."));
+    await assert.rejects(
+      client.completions.create({ model: MODEL, prompt: Array(1000).fill(1), max_tokens: 3100 }),
+      (e) => e.status === 400 && e.error?.type === 'BadRequestError' &&
+             e.message.includes("'max_tokens' or 'max_completion_tokens' is too large: 3100. This model's maximum context length is 4096 tokens and your request has 1000 input tokens (3100 > 4096 - 1000)."));
+    await assert.rejects(
+      client.chat.completions.create({ model: 'gpt-4', messages: chatOf(20) }),
+      (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && e.message.includes('The model `gpt-4` does not exist.'));
+    const raw = await fetch(url + '/v1/chat/completions', { method: 'POST', body: '{"messages": 5}',
+                                                            headers: { 'Content-Type': 'application/json' } });
+    assert.equal(raw.status, 400);
+    const body = await raw.json();
+    assert.equal(body.error.code, 400);
+    assert.equal(body.error.param, 'messages');
+
+    // A client that leaves mid-stream: its request is aborted and its KV freed.
+    const controller = new AbortController();
+    const stream = await client.chat.completions.create(
+      { model: MODEL, messages: chatOf(2000), max_tokens: 2000, ignore_eos: true, stream: true },
+      { signal: controller.signal });
+    let seen = 0;
+    await assert.rejects(async () => {
+      for await (const chunk of stream) {
+        if (chunk.choices[0]?.delta?.content && ++seen === 3) controller.abort();
+      }
+    });
+    const metric = async (name, reason) => {
+      const fam = parsePrometheusTextFormat(await (await fetch(url + '/metrics')).text()).find((f) => f.name === name);
+      const m = reason ? fam.metrics.find((x) => x.labels.finished_reason === reason) : fam.metrics[0];
+      return Number(m.value);
+    };
+    let aborted = 0;
+    for (let i = 0; i < 100 && aborted === 0; i++) {  // at most 2 s for the server to see the close
+      aborted = await metric('vllm:request_success_total', 'abort');
+      if (aborted === 0) await sleep(20);
+    }
+    assert.equal(aborted, 1);
+    assert.equal(await metric('vllm:num_requests_running'), 0);
+    assert.equal(await metric('vllm:kv_cache_usage_perc'), 0);
+    assert.ok(await metric('vllm:generation_tokens_total') < 2000 + 10 + 128);  // it did not run on
+  } finally {
+    await stop();
+  }
+});

@@ -1,0 +1,188 @@
+// `capsim emulate` as a process, spoken to over loopback HTTP with Boost.Beast (so the server is
+// tested even where node is absent; tests/emulate/client does the same with the OpenAI client):
+// bad flags, a whole chat answer, a stream whose client leaves (abort, KV freed), /metrics.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <utility>  // before Boost 1.74's asio, whose awaitable.hpp uses std::exchange
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+#ifndef CAPSIM_BINARY
+#error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
+#endif
+
+namespace {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using tcp = net::ip::tcp;
+using nlohmann::json;
+
+// `capsim emulate ARGS --port 0` in a child process; the port it printed.
+class Emulator {
+ public:
+  explicit Emulator(const std::string& args) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      const std::string cmd = "exec '" + std::string(CAPSIM_BINARY) + "' emulate --port 0 " + args;
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char c;
+    while (out.find('\n') == std::string::npos && ::read(fds[0], &c, 1) == 1) out += c;
+    ::close(fds[0]);
+    std::smatch m;
+    INFO(out);
+    REQUIRE(std::regex_search(out, m, std::regex("http://127\\.0\\.0\\.1:(\\d+)")));
+    port_ = static_cast<unsigned short>(std::stoi(m[1]));
+  }
+  ~Emulator() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  unsigned short port() const { return port_; }
+
+ private:
+  pid_t pid_ = -1;
+  unsigned short port_ = 0;
+};
+
+// A connected socket that gives up on a read after 20 s instead of hanging the test.
+tcp::socket connect(net::io_context& io, unsigned short port) {
+  tcp::socket s(io);
+  s.connect({net::ip::address_v4::loopback(), port});
+  timeval tv{20, 0};
+  ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return s;
+}
+
+http::response<http::string_body> request(unsigned short port, http::verb verb, const std::string& target,
+                                          const std::string& body = "") {
+  net::io_context io;
+  tcp::socket s = connect(io, port);
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  req.body() = body;
+  req.prepare_payload();
+  http::write(s, req);
+  boost::beast::flat_buffer b;
+  http::response<http::string_body> res;
+  http::read(s, b, res);
+  return res;
+}
+
+// The value of the metric line that starts with `prefix` (name and labels).
+double metric(const std::string& text, const std::string& prefix) {
+  const auto at = text.find("\n" + prefix + " ");
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + prefix.size() + 2));
+}
+
+}  // namespace
+
+TEST_CASE("emulate server: bad flags are exit 2 naming the flag", "[emulate]") {
+  const auto status_of = [](const std::string& args) {
+    const std::string cmd = "'" + std::string(CAPSIM_BINARY) + "' emulate " + args + " >/dev/null 2>&1";
+    const int raw = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(raw));
+    return WEXITSTATUS(raw);
+  };
+  CHECK(status_of("--host not-an-address") == 2);
+  CHECK(status_of("--port 70000") == 2);
+  CHECK(status_of("--time-scale 0") == 2);
+  CHECK(status_of("--model no-such-model") == 2);
+}
+
+TEST_CASE("emulate server: a chat answer, a client that leaves mid-stream, /metrics", "[emulate]") {
+  // Ten times faster than real time, so the test takes well under a second.
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 10 --max-model-len 8192");
+  const unsigned short port = emu.port();
+
+  auto models = request(port, http::verb::get, "/v1/models");
+  REQUIRE(models.result_int() == 200);
+  CHECK(json::parse(models.body())["data"][0]["max_model_len"] == 8192);
+
+  // A whole answer: 5 tokens of filler, usage from the estimate (user "Hi": 1 + 4 + 3 = 8).
+  auto chat = request(port, http::verb::post, "/v1/chat/completions",
+                      R"({"model": "llama-3.1-8b", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})");
+  REQUIRE(chat.result_int() == 200);
+  const json c = json::parse(chat.body());
+  CHECK(c["choices"][0]["message"]["content"] == "capsim emulates the timing of");
+  CHECK(c["choices"][0]["finish_reason"] == "length");
+  CHECK(c["usage"]["prompt_tokens"] == 8);
+  CHECK(c["usage"]["completion_tokens"] == 5);
+
+  // Too long: 8,192 token ids with max_model_len 8,192.
+  std::string ids = "[";
+  for (int i = 0; i < 8192; ++i) ids += (i ? ",1" : "1");
+  ids += "]";
+  auto too_long = request(port, http::verb::post, "/v1/completions", R"({"prompt": )" + ids + "}");
+  CHECK(too_long.result_int() == 400);
+  CHECK(json::parse(too_long.body())["error"]["type"] == "BadRequestError");
+  CHECK(request(port, http::verb::get, "/nowhere").result_int() == 404);
+  CHECK(request(port, http::verb::get, "/v1/chat/completions").result_int() == 405);
+
+  {
+    // A stream of up to 4,000 tokens whose client leaves after its first 3 content chunks.
+    net::io_context io;
+    tcp::socket s = connect(io, port);
+    const std::string body =
+        R"({"messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 4000, "ignore_eos": true, "stream": true})";
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    net::write(s, net::buffer(req));
+    std::string got;
+    char buf[4096];
+    const auto content_chunks = [&] {
+      std::size_t n = 0;
+      for (auto at = got.find("\"content\":\""); at != std::string::npos; at = got.find("\"content\":\"", at + 1)) {
+        if (got.compare(at + 11, 1, "\"") != 0) ++n;  // not the role chunk's empty content
+      }
+      return n;
+    };
+    while (content_chunks() < 3) {
+      boost::system::error_code ec;
+      const std::size_t n = s.read_some(net::buffer(buf), ec);
+      REQUIRE_FALSE(ec);
+      got.append(buf, n);
+    }
+    CHECK(got.rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(got.find("text/event-stream") != std::string::npos);
+    CHECK(got.find("chat.completion.chunk") != std::string::npos);
+  }  // the socket closes: the client left
+  // The server sees the close, aborts the request and frees its KV (poll up to 2 s).
+  std::string m;
+  for (int i = 0; i < 100; ++i) {
+    m = request(port, http::verb::get, "/metrics").body();
+    if (m.find("finished_reason=\"abort\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string e0 = "{engine=\"0\",model_name=\"llama-3.1-8b\"}";
+  CHECK(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=\"abort\"}") == 1);
+  CHECK(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=\"length\"}") == 1);
+  CHECK(metric(m, "vllm:num_requests_running" + e0) == 0);
+  CHECK(metric(m, "vllm:kv_cache_usage_perc" + e0) == 0);
+  // 5 tokens of the chat plus the few the stream got before the abort: far fewer than 4,000.
+  CHECK(metric(m, "vllm:generation_tokens_total" + e0) < 100);
+}
