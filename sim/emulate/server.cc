@@ -64,6 +64,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res.set(http::field::server, "capsim-emulate");
     res.set(http::field::content_type, content_type);
     res.keep_alive(keep_alive_);
+    arrival_header(res);
     res.body() = std::move(body);
     res.prepare_payload();
     std::ostringstream os;
@@ -80,6 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res.set(http::field::server, "capsim-emulate");
     res.set(http::field::content_type, "text/event-stream; charset=utf-8");
     res.keep_alive(keep_alive_);
+    arrival_header(res);
     res.chunked(true);
     std::ostringstream os;
     os << res.base();
@@ -96,6 +98,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void watch(const std::shared_ptr<Call>& call);
 
  private:
+  // x-capsim-arrival-s: the simulated time (seconds since the emulator started) at which the
+  // request being answered entered the simulation, so that a client can replay exactly the
+  // arrivals the emulator saw with `capsim simulate --trace` (docs/emulate.md).
+  template <class Message>
+  void arrival_header(Message& res) const {
+    if (!current_) return;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9f", to_seconds(current_->arrival));
+    res.set("x-capsim-arrival-s", text);
+  }
+
   void read() {
     parser_.emplace();
     parser_->body_limit(64 * 1024 * 1024);

@@ -171,14 +171,18 @@ TEST_CASE("emulate server: a chat answer, a client that leaves mid-stream, /metr
     CHECK(got.find("text/event-stream") != std::string::npos);
     CHECK(got.find("chat.completion.chunk") != std::string::npos);
   }  // the socket closes: the client left
-  // The server sees the close, aborts the request and frees its KV (poll up to 2 s).
+  // The server sees the close and aborts the request; the step that holds it ends first, then its
+  // KV is freed (poll up to 2 s for both).
+  const std::string e0 = "{engine=\"0\",model_name=\"llama-3.1-8b\"}";
   std::string m;
   for (int i = 0; i < 100; ++i) {
     m = request(port, http::verb::get, "/metrics").body();
-    if (m.find("finished_reason=\"abort\"} 1") != std::string::npos) break;
+    if (m.find("finished_reason=\"abort\"} 1") != std::string::npos &&
+        m.find("vllm:num_requests_running" + e0 + " 0\n") != std::string::npos) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const std::string e0 = "{engine=\"0\",model_name=\"llama-3.1-8b\"}";
   CHECK(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=\"abort\"}") == 1);
   CHECK(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=\"length\"}") == 1);
   CHECK(metric(m, "vllm:num_requests_running" + e0) == 0);

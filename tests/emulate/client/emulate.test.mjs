@@ -3,13 +3,21 @@
 // /metrics read by a Prometheus text-format parser (npm `parse-prometheus-text-format`).
 // Run by ctest through run.sh (CAPSIM = the capsim binary). Every request loop is bounded.
 //
-// Tolerance for client-measured latencies against `simulate`: 10% of the simulated value plus
-// SLACK_WALL_S of wall-clock time scaled to simulated time (x TIME_SCALE). The 10% covers what
-// differs legitimately between the runs: the arrivals the client makes (setTimeout jitter moves
-// them by ~1 ms, which regroups requests into steps) against the exact ones `simulate` makes. The
-// slack covers what the emulator adds on the wall clock: the event loop's timer resolution (Asio
-// steady_timer, ~0.1 ms), the loopback HTTP hop and Node's event loop and SSE parsing (each
-// about 1 ms on an idle machine), a few ms of margin for a loaded CI machine.
+// "The same workload": `simulate` replays the arrivals the emulator saw (a CSV trace of the
+// x-capsim-arrival-s headers of its responses). Replaying them matters: at 20 requests/s of
+// 2,000-token prompts a constant rate's arrivals lock into phase with the engine steps, and the
+// few ms of jitter of real timers and of the client's sending move the TTFT p50 by ~25% (127 ms
+// exact vs 157 ms jittered, seen here) in `simulate` alone.
+//
+// Tolerance for client-measured latencies against that `simulate`: 10% of the simulated value
+// plus SLACK_WALL_S of wall-clock time in simulated time (x TIME_SCALE). The slack covers what the
+// wall clock adds to each measured interval: the emulator's timer wake-up (Asio steady_timer,
+// ~0.1 ms), the loopback hop, and the client's and server's event loops (~1 ms when idle, up to
+// ~6 ms per request seen on this 2-core machine at load average 7). The 10% covers the client's
+// delays beyond that under load (Node sending 50 requests at once takes tens of ms) and a
+// request that these delays move into the next engine step. A Python client without them
+// matched `simulate` to 0.1% (TTFT p50 622.75 vs 622.12 ms for the 50-stream burst).
+// The runs are at half or quarter speed (TIME_SCALE < 1), so that wall-clock delays count less.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
@@ -24,8 +32,10 @@ const CAPSIM = process.env.CAPSIM;
 assert.ok(CAPSIM, 'CAPSIM must name the capsim binary');
 const DEPLOYMENT = ['--model', 'llama-3.1-8b', '--card', 'h100-sxm'];
 const MODEL = 'llama-3.1-8b';
-const TIME_SCALE = 2;       // simulated seconds per wall second
-const SLACK_WALL_S = 0.004; // see the header
+// Simulated seconds per wall second of the emulator under test (tests run one after another;
+// emulator() sets it). Real time or slower, so the wall-clock slack is not scaled up.
+let TIME_SCALE = 1;
+const SLACK_WALL_S = 0.008; // see the header
 const TOLERANCE = 0.10;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
@@ -35,8 +45,9 @@ const median = (xs) => {
   return (s[Math.floor(m)] + s[Math.ceil(m)]) / 2;
 };
 
-// Starts `capsim emulate` on a free port; returns { url, client, stop }.
-async function emulator(extra = []) {
+// Starts `capsim emulate` on a free port at `scale`; returns { url, client, stop }.
+async function emulator(scale, extra = []) {
+  TIME_SCALE = scale;
   const proc = spawn(CAPSIM, ['emulate', ...DEPLOYMENT, '--port', '0', '--time-scale', String(TIME_SCALE), ...extra],
                      { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
@@ -61,10 +72,12 @@ const chatOf = (tokens) => [{ role: 'user', content: 'a'.repeat(4 * (tokens - 7)
 // Streams one chat completion; returns client-side times (ms, performance.now()) and counts.
 async function streamChat(client, promptTokens, outputTokens, extra = {}) {
   const sent = performance.now();
-  const stream = await client.chat.completions.create({
+  const { data: stream, response } = await client.chat.completions.create({
     model: MODEL, messages: chatOf(promptTokens), max_tokens: outputTokens, ignore_eos: true,
     stream: true, stream_options: { include_usage: true }, ...extra,
-  });
+  }).withResponse();
+  // When the request entered the simulation (simulated seconds since the emulator started).
+  const arrival = Number(response.headers.get('x-capsim-arrival-s'));
   const times = [];
   let usage = null, finish = null, text = '', role = null;
   for await (const chunk of stream) {
@@ -75,7 +88,22 @@ async function streamChat(client, promptTokens, outputTokens, extra = {}) {
       if (c.finish_reason) finish = c.finish_reason;
     }
   }
-  return { sent, times, usage, finish, text, role };
+  return { sent, arrival, times, usage, finish, text, role };
+}
+
+// The arrivals the emulator saw (its x-capsim-arrival-s headers) as a CSV trace for
+// `simulate --trace`. The client's own send times would not do: Node sends a burst of requests
+// over tens of ms of wall time after the calls return, which regroups them into engine steps.
+const traceDir = mkdtempSync(join(tmpdir(), 'capsim-emulate-'));
+process.on('exit', () => rmSync(traceDir, { recursive: true, force: true }));
+let traces = 0;
+function traceOf(results, prompt, output) {
+  const start = Math.min(...results.map((r) => r.arrival));
+  const rows = results.map((r) => r.arrival).sort((a, b) => a - b)
+    .map((a) => `${(a - start).toFixed(9)},${prompt},${output}`);
+  const path = join(traceDir, `arrivals-${++traces}.csv`);
+  writeFileSync(path, 'arrival_s,input_tokens,output_tokens\n' + rows.join('\n') + '\n');
+  return path;
 }
 
 // `capsim simulate` of the same deployment: its JSON result.
@@ -93,12 +121,12 @@ function assertClose(name, measured_s, simulated_s, perRequestSlack_s = SLACK_WA
 }
 
 test('200 streamed chat requests at a fixed rate: TTFT p50 and TPOT p50 match simulate', { timeout: 120000 }, async () => {
-  // 20 requests/s of simulated time (every 50 ms; 100 ms of wall time at scale 2), prompts of
-  // 2,000 tokens, 64 output tokens each (ignore_eos), on one H100: 10 s of wall time.
+  // 20 requests/s (every 50 ms), prompts of 2,000 tokens, 64 output tokens each (ignore_eos), on
+  // one H100: 20 s of wall time at half speed (the client's own delays count half).
   const RATE = 20, N = 200, PROMPT = 2000, OUTPUT = 64;
-  const { client, stop } = await emulator();
+  const { client, stop } = await emulator(0.5);
   try {
-    const gapMs = 1000 / (RATE / TIME_SCALE);
+    const gapMs = 1000 / (RATE * TIME_SCALE);  // wall ms between requests
     const t0 = performance.now() + 50;
     const runs = [];
     for (let i = 0; i < N; i++) {
@@ -115,9 +143,12 @@ test('200 streamed chat requests at a fixed rate: TTFT p50 and TPOT p50 match si
     }
     const ttft = results.map((r) => (r.times[0] - r.sent) / 1e3 * TIME_SCALE);
     const tpot = results.map((r) => (r.times[OUTPUT - 1] - r.times[0]) / 1e3 * TIME_SCALE / (OUTPUT - 1));
-    const sim = simulate(['--rate', String(RATE), '--arrival', 'constant', '--requests', String(N),
-                          '--input-tokens', String(PROMPT), '--output-tokens', String(OUTPUT)]);
+    const sim = simulate(['--trace', traceOf(results, PROMPT, OUTPUT)]);
     assert.equal(sim.completed, N);
+    const exact = simulate(['--rate', String(RATE), '--arrival', 'constant', '--requests', String(N),
+                            '--input-tokens', String(PROMPT), '--output-tokens', String(OUTPUT)]);
+    console.log(`for reference, simulate with exact constant arrivals: TTFT p50 ${exact.median_ttft_ms.toFixed(2)} ms, ` +
+                `TPOT p50 ${exact.median_tpot_ms.toFixed(2)} ms`);
     assertClose('TTFT p50', median(ttft), sim.median_ttft_ms / 1e3);
     // TPOT spreads the slack over the 63 gaps between a request's first and last token.
     assertClose('TPOT p50', median(tpot), sim.median_tpot_ms / 1e3, SLACK_WALL_S * TIME_SCALE / (OUTPUT - 1) * 2);
@@ -126,25 +157,31 @@ test('200 streamed chat requests at a fixed rate: TTFT p50 and TPOT p50 match si
   }
 });
 
-test('50 concurrent streams: TTFT and ITL agree with simulate of the same arrivals; /metrics parses', { timeout: 120000 }, async () => {
+test('50 concurrent streams: TTFT and ITL means agree with simulate of the same arrivals; /metrics parses', { timeout: 120000 }, async () => {
   // 50 streams opened at once (1,000-token prompts, 100 output tokens). `simulate` replays the
   // arrivals the client made (a CSV trace of its send times, in simulated seconds).
   const N = 50, PROMPT = 1000, OUTPUT = 100;
-  const { url, client, stop } = await emulator();
-  const dir = mkdtempSync(join(tmpdir(), 'capsim-emulate-'));
+  // Quarter speed: 50 streams keep the client's event loop busy, and its delays count a quarter
+  // as much in simulated time.
+  const { url, client, stop } = await emulator(0.25);
   try {
+    // 50 connections opened first (keep-alive), so that the measured burst does not time the
+    // client library setting up 50 TCP connections (~5 ms each on a loaded machine).
+    await Promise.all(Array.from({ length: N }, () => client.models.list()));
     const results = await Promise.all(Array.from({ length: N }, () => streamChat(client, PROMPT, OUTPUT)));
-    const start = Math.min(...results.map((r) => r.sent));
-    const rows = results.map((r) => r.sent).sort((a, b) => a - b)
-      .map((s) => `${((s - start) / 1e3 * TIME_SCALE).toFixed(6)},${PROMPT},${OUTPUT}`);
-    const trace = join(dir, 'arrivals.csv');
-    writeFileSync(trace, 'arrival_s,input_tokens,output_tokens\n' + rows.join('\n') + '\n');
-    const sim = simulate(['--trace', trace]);
+    const firstEnd = Math.min(...results.map((r) => r.times[r.times.length - 1]));
+    assert.ok(results.every((r) => r.sent < firstEnd), 'the 50 streams were not all open at once');
+    const sim = simulate(['--trace', traceOf(results, PROMPT, OUTPUT)]);
     assert.equal(sim.completed, N);
     for (const r of results) assert.equal(r.times.length, OUTPUT);
     const ttft = results.map((r) => (r.times[0] - r.sent) / 1e3 * TIME_SCALE);
     const gaps = results.flatMap((r) => r.times.slice(1).map((t, i) => (t - r.times[i]) / 1e3 * TIME_SCALE));
-    assertClose('TTFT p50', median(ttft), sim.median_ttft_ms / 1e3);
+    // The mean, not the median: 50 prompts at once are prefilled 8 per step (8,192-token budget),
+    // so TTFTs form a staircase of ~170 ms steps and the median sits on a riser, where a few ms
+    // of client send delay moves it by a whole step; the mean moves smoothly (1/50 of a step per
+    // request that slips).
+    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    assertClose('TTFT mean', mean(ttft), sim.mean_ttft_ms / 1e3);
     assertClose('ITL mean', gaps.reduce((a, b) => a + b, 0) / gaps.length, sim.mean_itl_ms / 1e3,
                 SLACK_WALL_S * TIME_SCALE / 10);
 
@@ -165,24 +202,28 @@ test('50 concurrent streams: TTFT and ITL agree with simulate of the same arriva
     assert.equal(Number(one('vllm:prompt_tokens_total').metrics[0].value), N * PROMPT);
     const success = one('vllm:request_success_total').metrics.find((m) => m.labels.finished_reason === 'length');
     assert.equal(Number(success.value), N);
+    // Histograms: this parser keeps the buckets of a labelled histogram but drops its _count and
+    // _sum lines (it flattens histograms as if unlabelled), so counts are read off the +Inf
+    // bucket, which holds every observation.
+    const count = (name) => Number(one(name).metrics[0].buckets['+Inf']);
     const h = one('vllm:time_to_first_token_seconds');
     assert.equal(h.type, 'HISTOGRAM');
-    assert.equal(Number(h.metrics[0].count), N);
-    assert.equal(Number(h.metrics[0].buckets['+Inf']), N);
-    // The server's own TTFTs (simulated seconds) sum to N x their mean; the client's mean is the
-    // same within the tolerance.
-    const clientMean = ttft.reduce((a, b) => a + b, 0) / N;
-    assertClose('TTFT mean (/metrics vs client)', clientMean, Number(h.metrics[0].sum) / N);
-    assert.equal(Number(one('vllm:inter_token_latency_seconds').metrics[0].count), N * (OUTPUT - 1));
-    assert.equal(Number(one('vllm:e2e_request_latency_seconds').metrics[0].count), N);
+    assert.equal(count('vllm:time_to_first_token_seconds'), N);
+    // Every client TTFT at or under a bucket bound was, on the server, too (the server's TTFT is
+    // the client's less the wall-clock slack): the server's count under the bound that holds
+    // the client's median is at least N / 2.
+    const bound = Object.keys(h.metrics[0].buckets).map(Number).filter((b) => b >= median(ttft)).sort((a, b) => a - b)[0];
+    assert.ok(Number(h.metrics[0].buckets[String(bound)]) >= N / 2, `server TTFTs <= ${bound} s: fewer than half`);
+    assert.equal(count('vllm:inter_token_latency_seconds'), N * (OUTPUT - 1));
+    assert.equal(count('vllm:request_time_per_output_token_seconds'), N);
+    assert.equal(count('vllm:e2e_request_latency_seconds'), N);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
     await stop();
   }
 });
 
 test('non-streaming, models, vLLM error bodies, and an abort that frees the KV cache', { timeout: 60000 }, async () => {
-  const { url, client, stop } = await emulator(['--max-model-len', '4096']);
+  const { url, client, stop } = await emulator(1, ['--max-model-len', '4096']);
   try {
     const models = await client.models.list();
     assert.equal(models.data[0].id, MODEL);
@@ -230,20 +271,26 @@ test('non-streaming, models, vLLM error bodies, and an abort that frees the KV c
       { model: MODEL, messages: chatOf(2000), max_tokens: 2000, ignore_eos: true, stream: true },
       { signal: controller.signal });
     let seen = 0;
-    await assert.rejects(async () => {
+    try {
       for await (const chunk of stream) {
         if (chunk.choices[0]?.delta?.content && ++seen === 3) controller.abort();
       }
-    });
+    } catch (e) {
+      assert.equal(e.name, 'AbortError');  // the SDK may end the stream quietly or throw this
+    }
+    assert.equal(seen, 3);
     const metric = async (name, reason) => {
       const fam = parsePrometheusTextFormat(await (await fetch(url + '/metrics')).text()).find((f) => f.name === name);
       const m = reason ? fam.metrics.find((x) => x.labels.finished_reason === reason) : fam.metrics[0];
       return Number(m.value);
     };
+    // The server sees the close and aborts the request; the step that holds it ends first, then
+    // its KV is freed. At most 2 s for both.
     let aborted = 0;
-    for (let i = 0; i < 100 && aborted === 0; i++) {  // at most 2 s for the server to see the close
+    for (let i = 0; i < 100; i++) {
       aborted = await metric('vllm:request_success_total', 'abort');
-      if (aborted === 0) await sleep(20);
+      if (aborted === 1 && await metric('vllm:num_requests_running') === 0) break;
+      await sleep(20);
     }
     assert.equal(aborted, 1);
     assert.equal(await metric('vllm:num_requests_running'), 0);
