@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/core/error.h"
 
 namespace {
@@ -18,10 +18,10 @@ struct Timing {
   capsim::SimulationResult result;
 };
 
-Timing time_scenario(const capsim::cli::ScenarioSpec& spec, int repeats) {
+Timing time_scenario(const capsim::scenario::ScenarioSpec& spec, int repeats) {
   Timing best;
   for (int i = 0; i < repeats; ++i) {
-    capsim::cli::BuiltScenario b = capsim::cli::build_scenario(spec);
+    capsim::scenario::BuiltScenario b = capsim::scenario::build_scenario(spec);
     const auto t0 = std::chrono::steady_clock::now();
     capsim::SimulationResult r = capsim::simulate(b.config, *b.workload);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   const std::string shared = argc > 1 ? argv[1] : CAPSIM_SHARED_DIR;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
   try {
-    capsim::cli::ScenarioSpec azure;
+    capsim::scenario::ScenarioSpec azure;
     azure.name = "azure-conv-10k";
     azure.deployment.model = "llama-3.1-8b";
     azure.deployment.card = "h100-sxm";
@@ -54,9 +54,8 @@ int main(int argc, char** argv) {
     azure.requests = 10000;
     report("Azure conversation trace, 10k requests, 1xH100", time_scenario(azure, repeats));
 
-    capsim::cli::ScenarioFlags none;
-    capsim::cli::ScenarioSpec chat =
-        none.resolve(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml");
+    capsim::scenario::ScenarioSpec chat;
+    capsim::scenario::load_scenario_file(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml", chat);
     chat.duration = "60min";
     report("chatbot 500 users, 1 simulated hour, 1xH100", time_scenario(chat, repeats));
   } catch (const std::exception& e) {

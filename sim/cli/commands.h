@@ -5,6 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+namespace capsim::scenario {
+struct ScenarioSpec;
+}  // namespace capsim::scenario
+
 namespace capsim::cli {
 
 void add_fit_command(CLI::App& app, int& exit_code);
@@ -20,10 +24,9 @@ void add_batch_serve_command(CLI::App& app, int& exit_code);
 void add_check_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
 
-struct ScenarioSpec;
 // Runs one scenario: prints the report (unless json is "-") and writes JSON, an HTML report and
 // a latency chart (--plot) when asked.
-int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress,
+int run_scenario(const scenario::ScenarioSpec& spec, const std::string& json, bool progress,
                  const std::string& report = "", const std::string& plot = "");
 
 }  // namespace capsim::cli

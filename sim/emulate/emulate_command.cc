@@ -2,9 +2,10 @@
 // simulate`) served as an OpenAI-compatible endpoint with the simulated timing.
 #include <memory>
 
-#include "sim/cli/scenario.h"
+#include "sim/cli/scenario_flags.h"
 #include "sim/emulate/emulate.h"
 #include "sim/emulate/server.h"
+#include "sim/scenario/scenario.h"
 
 namespace capsim::emulate {
 namespace {
@@ -44,11 +45,11 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--served-model-name", o->served_model,
                   "the model name clients send and /v1/models lists (default: --model as given)");
   cmd->callback([o, time_scale, &exit_code] {
-    cli::ScenarioSpec spec = o->flags.resolve(o->scenario);
+    scenario::ScenarioSpec spec = o->flags.resolve(o->scenario);
     // Only the deployment matters; a scenario without a workload gets a placeholder one so that
     // build_scenario (which insists on a workload) accepts it. It is never run.
     if (!spec.trace && !spec.users && !spec.concurrency && !spec.rate) spec.arrival = "offline";
-    cli::BuiltScenario b = cli::build_scenario(spec);
+    scenario::BuiltScenario b = scenario::build_scenario(spec);
     EmulateOptions opts = o->options;
     opts.time_scale = time_scale->count() ? spec.time_scale : 1.0;
     opts.served_model = o->served_model.empty() ? spec.deployment.model : o->served_model;

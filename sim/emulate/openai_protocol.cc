@@ -156,6 +156,7 @@ ParseOutcome parse_request(Endpoint endpoint, const std::string& text) {
       if (!so->is_object()) {
         e = bad_request("stream_options: must be an object", "stream_options");
       } else {
+        r.include_usage = true;  // vLLM's StreamOptions.include_usage defaults to true
         e = read_bool(*so, "include_usage", r.include_usage);
       }
     }

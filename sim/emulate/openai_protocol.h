@@ -44,7 +44,7 @@ struct ParsedRequest {
   std::int64_t min_tokens = 0;
   bool ignore_eos = false;
   bool stream = false;
-  bool include_usage = false;      // stream_options.include_usage
+  bool include_usage = false;      // stream_options.include_usage (true when stream_options is given without it)
 };
 
 // ceil(UTF-8 code points / 4), at least 1 for non-empty text; 0 for "".

@@ -31,14 +31,7 @@ std::vector<Request> open_loop_requests(double rate, std::int64_t n, std::uint64
   o.lengths.prompt = Distribution::parse("uniform:100:1500", Distribution::Unit::kTokens, "test");
   o.lengths.output = Distribution::parse("uniform:10:200", Distribution::Unit::kTokens, "test");
   o.seed = seed;
-  auto w = make_open_loop(o);
-  struct Collect : ArrivalSink {
-    void arrive(Request r) override { got.push_back(std::move(r)); }
-    std::vector<Request> got;
-  } sink;
-  w->start(sink);
-  for (std::size_t i = 0; i < sink.got.size(); ++i) w->on_arrival(sink.got[i], sink);
-  return sink.got;
+  return sent_requests(*make_open_loop(o));
 }
 
 // Step time of one shape on `d`, rounded to whole ns as Replica::begin_step rounds it.

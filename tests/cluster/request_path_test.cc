@@ -153,20 +153,11 @@ TEST_CASE("open loop: a pool of recurring prompts resends each prompt every pool
   o.requests = 18;
   o.lengths.prompt = Distribution::parse("uniform:50:500", Distribution::Unit::kTokens, "test");
   o.prefix = PrefixGroups{2, 100, 3};
-  auto w = make_open_loop(o);
-  struct Sink : ArrivalSink {
-    void arrive(Request r) override { got.push_back(std::move(r)); }
-    std::vector<Request> got;
-  } sink;
-  w->start(sink);
-  while (sink.got.size() < 18) {
-    const std::size_t before = sink.got.size();
-    w->on_arrival(sink.got.back(), sink);
-    REQUIRE(sink.got.size() == before + 1);
-  }
+  const std::vector<Request> got = sent_requests(*make_open_loop(o));
+  REQUIRE(got.size() == 18);
   std::map<std::uint64_t, std::vector<std::size_t>> by_prompt;  // question content -> requests
-  for (std::size_t i = 0; i < sink.got.size(); ++i) {
-    const Request& r = sink.got[i];
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const Request& r = got[i];
     REQUIRE(r.segments.size() == 3);
     CHECK(r.segments[0].tokens == 100);  // system prompt
     CHECK(r.prompt_tokens == 100 + r.segments[1].tokens);
@@ -177,12 +168,12 @@ TEST_CASE("open loop: a pool of recurring prompts resends each prompt every pool
     REQUIRE(idx.size() == 3);
     CHECK(idx[1] - idx[0] == 6);
     CHECK(idx[2] - idx[1] == 6);
-    CHECK(sink.got[idx[0]].prompt_tokens == sink.got[idx[2]].prompt_tokens);
+    CHECK(got[idx[0]].prompt_tokens == got[idx[2]].prompt_tokens);
     // Group of a prompt: prompts 0-2 in group 0, 3-5 in group 1; its system prompt follows it.
-    CHECK(sink.got[idx[0]].segments[0].content == sink.got[idx[1]].segments[0].content);
+    CHECK(got[idx[0]].segments[0].content == got[idx[1]].segments[0].content);
   }
   // The shuffle visits the prompts in some order once per 6 requests: the first 6 are distinct.
   std::set<std::uint64_t> first;
-  for (std::size_t i = 0; i < 6; ++i) first.insert(sink.got[i].segments[1].content);
+  for (std::size_t i = 0; i < 6; ++i) first.insert(got[i].segments[1].content);
   CHECK(first.size() == 6);
 }

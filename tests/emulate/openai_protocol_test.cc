@@ -55,6 +55,10 @@ TEST_CASE("emulate protocol: chat prompt = per message ceil(chars/4) + 4, plus 3
       {{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "abcd"}}, {{"type", "text"}, {"text", "efgh"}}}}}}}});
   CHECK(parts.prompt_tokens == 9);
   CHECK_FALSE(parts.max_tokens);
+  // stream_options without include_usage: vLLM's default, true; no stream_options: false.
+  CHECK(parsed(Endpoint::kChat, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"stream", true},
+                                 {"stream_options", json::object()}}).include_usage);
+  CHECK_FALSE(parsed(Endpoint::kChat, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"stream", true}}).include_usage);
   // max_completion_tokens wins over max_tokens in chat.
   CHECK(parsed(Endpoint::kChat, {{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"max_tokens", 5},
                                  {"max_completion_tokens", 7}}).max_tokens == 7);

@@ -151,6 +151,19 @@ class ScriptedWorkload : public Workload {
   std::vector<Request> requests_;
 };
 
+// Every request a workload sends when driven as simulate() drives an open loop — start(), then
+// on_arrival() for each request it sent (which sends the next) — in arrival order. Bounded by
+// `max` requests.
+inline std::vector<Request> sent_requests(Workload& w, std::size_t max = 1'000'000) {
+  struct Collect : ArrivalSink {
+    void arrive(Request r) override { got.push_back(std::move(r)); }
+    std::vector<Request> got;
+  } sink;
+  w.start(sink);
+  for (std::size_t i = 0; i < sink.got.size() && sink.got.size() < max; ++i) w.on_arrival(sink.got[i], sink);
+  return sink.got;
+}
+
 // ---- One replica, stepped by hand ----
 
 struct FinishedSeq {
