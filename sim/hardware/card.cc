@@ -120,6 +120,11 @@ Card CardCatalogue::load_file(const std::string& path) {
     c.dense_peak[p] = doc.quantity("dense_peak." + key, Kind::kCompute);
     c.sources["dense_peak." + key] = doc.source_of("dense_peak." + key);
   }
+  // One FP4 tensor-core rate serves both 4-bit float formats (key `fp4` = nvfp4).
+  for (const auto& [from, to] : {std::pair{Precision::kNvfp4, Precision::kMxfp4},
+                                std::pair{Precision::kMxfp4, Precision::kNvfp4}}) {
+    if (c.dense_peak.count(from) && !c.dense_peak.count(to)) c.dense_peak[to] = c.dense_peak[from];
+  }
   c.nvlink_bandwidth =
       doc.optional_quantity("interconnect.nvlink_bandwidth", Kind::kBandwidth).value_or(0);
   c.nvlink_gpus = whole(doc.optional_quantity("interconnect.nvlink_gpus", std::nullopt)

@@ -248,7 +248,8 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
   SECTION("an unknown precision in dense_peak") {
     CHECK(load_error(with("  bf16: {value: 100TFLOPS", "  fp6: {value: 100TFLOPS")) ==
           f + ": dense_peak.fp6: unknown precision 'fp6'; accepted: fp32, tf32, fp16, bf16, "
-              "fp8, int8, int4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq)");
+              "fp8, int8, int4, nvfp4, mxfp4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq, "
+              "fp4 = nvfp4)");
   }
   SECTION("an efficiency above 1") {
     CHECK(load_error(with("compute: {value: 0.7,", "compute: {value: 1.2,")) ==
