@@ -12,6 +12,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
 #include "sim/scenario/deployment_spec.h"
+#include "tests/cost/breakdown_groups.h"
 
 namespace {
 
@@ -38,14 +39,7 @@ std::string refusal(const std::string& model, const std::string& card, const std
   return "";
 }
 
-const OperatorCost& group(const StepBreakdown& s, const std::string& name) {
-  for (const auto& g : s.groups) {
-    if (g.group == name) return g;
-  }
-  FAIL("no operator group " << name);
-  static OperatorCost none;
-  return none;
-}
+using test::group;
 
 }  // namespace
 
