@@ -255,6 +255,19 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
     CHECK(load_error(with("compute: {value: 0.7,", "compute: {value: 1.2,")) ==
           f + ": efficiency.compute: 1.200000 is not a fraction in (0, 1]");
   }
+  SECTION("numbers outside their plausible range: a unit slip is refused, naming the range") {
+    // 1 PB/s: a TB/s figure typed as PB/s; the bound is 100 TB/s (= 100000 GB/s).
+    CHECK(load_error(with("{value: 1TB/s,", "{value: 1000TB/s,")) ==
+          f + ": memory_bandwidth: 1e+06 GB/s is outside the accepted range (0, 100000] GB/s");
+    // 24 PB of memory on one card; the bound is 16 TB (= 16000 GB).
+    CHECK(load_error(with("{value: 24GB,", "{value: 24000TB,")) ==
+          f + ": memory: 2.4e+07 GB is outside the accepted range (0, 16000] GB");
+    // A dense peak of 100 EFLOPS per card (1e6 TFLOPS bound = 1 EFLOPS).
+    CHECK(load_error(with("{value: 100TFLOPS,", "{value: 100000000TFLOPS,")) ==
+          f + ": dense_peak.bf16: 1e+08 TFLOPS is outside the accepted range (0, 1e+06] TFLOPS");
+    CHECK(load_error(with("{value: 300W,", "{value: 300000W,")) ==
+          f + ": tdp: 300000 W is outside the accepted range (0, 20000] W");
+  }
   SECTION("an efficiency with a unit") {
     CHECK(load_error(with("memory_bandwidth: {value: 0.8,", "memory_bandwidth: {value: 80%,")) ==
           f + ": efficiency.memory_bandwidth: '80%' is not a plain number (no unit expected here)");
