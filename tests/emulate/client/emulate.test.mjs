@@ -39,6 +39,10 @@ const MODEL = 'llama-3.1-8b';
 let TIME_SCALE = 1;
 const SLACK_WALL_S = 0.008; // see the header
 const TOLERANCE = 0.10;
+// Under AddressSanitizer (scripts/sanitize.sh sets ASAN_OPTIONS) the emulator runs several times
+// slower and falls behind the clock with 50 streams: the timing comparisons are logged, not
+// asserted, there; everything else is checked. The Release build's ctest asserts them.
+const SANITIZED = Boolean(process.env.ASAN_OPTIONS);
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const median = (xs) => {
@@ -118,6 +122,10 @@ function assertClose(name, measured_s, simulated_s, perRequestSlack_s = SLACK_WA
   const bound = TOLERANCE * simulated_s + perRequestSlack_s;
   const msg = `${name}: client ${(measured_s * 1e3).toFixed(2)} ms vs simulate ${(simulated_s * 1e3).toFixed(2)} ms ` +
               `(allowed +-${(bound * 1e3).toFixed(2)} ms)`;
+  if (SANITIZED) {
+    console.log(msg + ' [not asserted: sanitizer build]');
+    return;
+  }
   console.log(msg);
   assert.ok(Math.abs(measured_s - simulated_s) <= bound, msg);
 }
