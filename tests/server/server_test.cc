@@ -209,7 +209,7 @@ TEST_CASE("server: bad requests get a clear 4xx and the server keeps serving", "
   CHECK(get(srv.port(), "/healthz").status == 200);
 }
 
-TEST_CASE("server: a full queue answers 429 with Retry-After; a client that goes away cancels its job", "[server]") {
+TEST_CASE("server: a full queue answers 429 with Retry-After, and a client that goes away cancels its job", "[server]") {
   // One worker, no queue: one job at a time. The long job (1.5e6 requests at 50/s on one H100:
   // a minute or more of simulation) holds the worker until its client disconnects.
   ServerOptions o = small(1, 0);
