@@ -249,6 +249,19 @@ std::string guarded(F&& run) {
   }
 }
 
+// The job of a command with a base scenario (plan, capacity, compare): `run` answers one request
+// whose base carries the job's cancel flag and returns the command's JSON.
+template <typename Request, typename Run>
+Job base_job(Request request, std::shared_ptr<const PastedModel> keep, Run run) {
+  return [request = std::move(request), keep = std::move(keep), run](const CancelFlag& cancel, const ProgressFn& progress) {
+    return guarded([&] {
+      Request r = request;
+      r.base.cancel = cancel;
+      return json_text(run(r, progress));
+    });
+  };
+}
+
 Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
   const Scenario in = scenario_of(body, {}, limits);
   return [in](const CancelFlag& cancel, const ProgressFn&) {
@@ -299,16 +312,11 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
   if (req.base.slos.empty() && !req.min_goodput) {
     throw HttpError(400, "slo: plan needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or plan.min_goodput");
   }
-  return [req, keep = in.pasted](const CancelFlag& cancel, const ProgressFn& progress) {
-    return guarded([&] {
-      scenario::PlanRequest r = req;
-      r.base.cancel = cancel;
-      const scenario::PlanAnswer a = scenario::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
-        if (progress) progress({{"phase", what}, {"done", d}, {"total", t}});
-      });
-      return json_text(a.json);
-    });
-  };
+  return base_job(req, in.pasted, [](const scenario::PlanRequest& r, const ProgressFn& progress) {
+    return scenario::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
+             if (progress) progress({{"phase", what}, {"done", d}, {"total", t}});
+           }).json;
+  });
 }
 
 Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
@@ -321,16 +329,11 @@ Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
   if (req.base.slos.empty() && !req.min_goodput) {
     throw HttpError(400, "slo: capacity needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or capacity.min_goodput");
   }
-  return [req, keep = in.pasted](const CancelFlag& cancel, const ProgressFn& progress) {
-    return guarded([&] {
-      scenario::CapacityRequest r = req;
-      r.base.cancel = cancel;
-      const scenario::CapacityAnswer a = scenario::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
-        if (progress) progress({{"phase", phase}, {"done", d}, {"total", t}});
-      });
-      return json_text(a.json);
-    });
-  };
+  return base_job(req, in.pasted, [](const scenario::CapacityRequest& r, const ProgressFn& progress) {
+    return scenario::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
+             if (progress) progress({{"phase", phase}, {"done", d}, {"total", t}});
+           }).json;
+  });
 }
 
 Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
@@ -356,16 +359,11 @@ Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
   if (req.deployments.empty() && req.search_mix.empty()) {
     throw HttpError(400, "compare.deployments: give at least one (or compare.search_mix), e.g. [\"4x rtx-4090\", \"1x h100-sxm\"]");
   }
-  return [req, keep = in.pasted](const CancelFlag& cancel, const ProgressFn& progress) {
-    return guarded([&] {
-      scenario::CompareRequest r = req;
-      r.base.cancel = cancel;
-      const scenario::CompareAnswer a = scenario::answer_compare(r, [&](std::size_t d, std::size_t t) {
-        if (progress) progress({{"phase", "deployments"}, {"done", d}, {"total", t}});
-      });
-      return json_text(a.json);
-    });
-  };
+  return base_job(req, in.pasted, [](const scenario::CompareRequest& r, const ProgressFn& progress) {
+    return scenario::answer_compare(r, [&](std::size_t d, std::size_t t) {
+             if (progress) progress({{"phase", "deployments"}, {"done", d}, {"total", t}});
+           }).json;
+  });
 }
 
 // A check body is an assumptions document (docs/ci.md) as JSON, with its scenarios inline: the

@@ -11,14 +11,15 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "sim/server/server.h"
 
-#ifndef CAPSIM_BINARY
-#error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
+#if !defined(CAPSIM_BINARY) || !defined(CAPSIM_DATA_DIR)
+#error "CAPSIM_BINARY and CAPSIM_DATA_DIR must name the built capsim and the source tree (the build defines them)"
 #endif
 
 namespace {
@@ -149,6 +150,22 @@ TEST_CASE("server: POST /v1/simulate and /v1/fit answer exactly what the command
   const auto f = nlohmann::json::parse(fit.body);
   CHECK(f["fits"] == false);
   CHECK(!f["alternatives"].empty());
+
+  // A pasted config.json is the same model as the catalogue's: the same memory plan on an L4
+  // (only the name differs: the answer names the temporary file the server read it from).
+  std::ifstream in(std::string(CAPSIM_DATA_DIR) + "/models/llama-3.1-8b/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in);
+  const Reply pasted = post(srv.port(), "/v1/fit", nlohmann::json{{"model_config", config}, {"deployment", {{"card", "l4"}}}}.dump());
+  const Reply named = post(srv.port(), "/v1/fit", R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}})");
+  REQUIRE(pasted.status == 200);
+  REQUIRE(named.status == 200);
+  const auto p = nlohmann::json::parse(pasted.body), n = nlohmann::json::parse(named.body);
+  CHECK(p["kv_tokens"] == n["kv_tokens"]);
+  CHECK(p["weight_bytes_total"] == n["weight_bytes_total"]);
+  CHECK(p["per_gpu"] == n["per_gpu"]);
+  CHECK(p["model"] != n["model"]);
+  const Reply both = post(srv.port(), "/v1/fit", nlohmann::json{{"model", "phi-2"}, {"model_config", config}}.dump());
+  CHECK(both.status == 400);
 }
 
 TEST_CASE("server: bad requests get a clear 4xx and the server keeps serving", "[server]") {
