@@ -297,3 +297,51 @@ TEST_CASE("server: plan streams progress events, then the result `capsim plan --
                               "--cards rtx-4090,l4 --tp 1 --search-duration 1min --json -"));
   CHECK(nlohmann::json::parse(json)["options"].size() >= 1);
 }
+
+TEST_CASE("server: capacity and compare answer exactly what the commands print; check answers its JSON", "[server]") {
+  Running srv(small());
+  const Reply cap = post(srv.port(), "/v1/capacity",
+                         R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}, "workload": {"rate": 1, "duration": "2min"},
+                             "slo": {"ttft_p95": "1s"}, "capacity": {"points": 4}})");
+  REQUIRE(cap.status == 200);
+  CHECK(cap.body == capsim_stdout("capacity --model llama-3.1-8b --card l4 --rate 1 --duration 2min "
+                                  "--slo 'ttft_p95<=1s' --points 4 --json -"));
+  CHECK(nlohmann::json::parse(cap.body)["curve"].size() == 4);
+
+  const Reply cmp = post(srv.port(), "/v1/compare",
+                         R"({"model": "llama-3.1-8b", "workload": {"rate": 2, "duration": "2min"}, "slo": {"ttft_p95": "1s"},
+                             "compare": {"deployments": ["2x rtx-4090", "1x h100-sxm"]}})");
+  REQUIRE(cmp.status == 200);
+  CHECK(cmp.body == capsim_stdout("compare --model llama-3.1-8b --rate 2 --duration 2min --slo 'ttft_p95<=1s' "
+                                  "--deployment '2x rtx-4090' --deployment '1x h100-sxm' --json -"));
+
+  // Llama-3.1-8B in bf16 (~16 GB of weights) fits in an H100's 80 GB at an 8192-token context, and
+  // one H100 rents for less than $4/hour (calibration/prices.yaml: $2.69).
+  const Reply chk = post(srv.port(), "/v1/check",
+                         R"({"assertions": [{"name": "small", "model": "llama-3.1-8b", "deployment": {"card": "h100-sxm"},
+                             "workload": {"rate": 2, "requests": 200},
+                             "expect": {"fits_in_memory": {"context": 8192}, "max_cost_usd_per_hour": 4}}]})");
+  REQUIRE(chk.status == 200);
+  const auto c = nlohmann::json::parse(chk.body);
+  CHECK(c["passed"] == true);
+  CHECK(c["tests"] == 2);
+  CHECK(c["file"] == "request body");
+  const Reply file = post(srv.port(), "/v1/check", R"({"assertions": [{"name": "x", "scenario": "chat-8b-1x-h100.yaml", "expect": {"slo": true}}]})");
+  CHECK(file.status == 400);
+  CHECK_THAT(nlohmann::json::parse(file.body)["error"].get<std::string>(), Catch::Contains("reads no files"));
+}
+
+TEST_CASE("server: a job past --job-timeout is cancelled and answered 503", "[server]") {
+  ServerOptions o = small(1, 0);
+  o.job_timeout_s = 0.5;
+  o.limits.max_requests = 2'000'000;
+  Running srv(o);
+  // The minute-long run of the queue test: stopped at 0.5 s.
+  const auto start = std::chrono::steady_clock::now();
+  const Reply r = post(srv.port(), "/v1/simulate", R"({"model": "llama-3.1-8b", "workload": {"rate": 50, "requests": 1500000}})");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(r.status == 503);
+  CHECK_THAT(nlohmann::json::parse(r.body)["error"].get<std::string>(), Catch::Contains("ran longer than the server's limit"));
+  CHECK(waited < 10);
+  CHECK(post(srv.port(), "/v1/simulate", R"({"model": "llama-3.1-8b", "workload": {"rate": 4, "requests": 20}})").status == 200);
+}
