@@ -224,10 +224,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // arrive (a pipelined next request) stay in the buffer for the next read.
   void watch_client() {
     if (done_) return;
+    reading_ = true;
     stream_.socket().async_read_some(
         buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+          self->reading_ = false;
           if (self->done_) {
             if (!ec) self->buffer_.commit(n);
+            if (self->closing_) self->drain();  // close() left the draining to this read
             return;
           }
           if (ec) {
@@ -242,7 +245,7 @@ class Session : public std::enable_shared_from_this<Session> {
   static constexpr std::size_t server_buffer_cap = 64 * 1024;
 
   void on_progress(const std::string& text) {
-    if (done_ || client_gone_) return;
+    if (done_ || client_gone_ || closing_) return;
     if (outbox_.size() > 8) return;  // a slow reader gets fewer progress events, never a backlog
     write_raw(sse_event("progress", text));
   }
@@ -347,7 +350,7 @@ class Session : public std::enable_shared_from_this<Session> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(millis(server_.opt.read_timeout_s));
-    drain();
+    if (!reading_) drain();  // else the watch read's handler drains (one read at a time)
   }
   void drain() {
     buffer_.clear();
@@ -371,6 +374,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool retry_after_ = false;
   bool close_after_write_ = false;
   bool closing_ = false;
+  bool reading_ = false;  // the watch read of a running job is pending
   CancelFlag cancel_;
   std::unique_ptr<asio::steady_timer> deadline_;
   std::deque<std::string> outbox_;
