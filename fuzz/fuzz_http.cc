@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (ec || n == 0) break;
     used += n;
   }
-  if (!ec && !parser.is_done()) parser.put_eof(ec);
+  // End of input: a body delimited by the connection closing ends here (Beast requires bytes first).
+  if (!ec && !parser.is_done() && parser.got_some()) parser.put_eof(ec);
   if (ec || !parser.is_done()) return 0;  // Beast refused it: the server answers 400 and closes
   const auto& req = parser.get();
   const std::string target(req.target());
