@@ -5,10 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # gnuplot-nox draws the charts of --report/--plot; chromium renders reports in the tests;
 # clang-14 and libclang-rt-14-dev build the sanitizer and libFuzzer runs (scripts/sanitize.sh,
-# scripts/fuzz.sh; docs/robustness.md).
+# scripts/fuzz.sh; docs/robustness.md); slurm-wlm and munge run the sweep test's one-node Slurm
+# (tests/scale/slurm_sweep_test.sh; docs/scale.md).
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
           nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
-          libclang-rt-14-dev)
+          libclang-rt-14-dev slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

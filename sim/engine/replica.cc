@@ -18,6 +18,7 @@ std::uint64_t mix64(std::uint64_t x) {
 
 }  // namespace
 
+
 Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
                  std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
                  KvLayout layout)
@@ -69,22 +70,34 @@ void Replica::release_all(Sequence& s) {
   s.sw_first = 0;
 }
 
+namespace {
+
 // A block's identity is the hash chain of vLLM (hash of the parent block and this block's
 // tokens); tokens are described by content segments, so the hash combines each segment piece
-// (content id, offset in the segment, length) that the block covers.
-std::uint64_t Replica::block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const {
-  const std::int64_t begin = block * block_size_, end = begin + block_size_;
+// (content id, offset in the segment, length) that the block covers. `seg`/`seg_start` are a
+// cursor into r.segments: the first segment that may overlap `block` and where it starts. Every
+// segment before it ends at or before the block's first token, so it would contribute nothing
+// and never stop the walk; blocks hashed in increasing order move it forward only, so hashing a
+// prompt of S segments and B blocks costs O(S + B) rather than O(S x B).
+std::uint64_t chained_block_hash(const Request& r, std::int64_t block_size, std::uint64_t parent,
+                                 std::int64_t block, std::size_t& seg, std::int64_t& seg_start) {
+  const std::int64_t begin = block * block_size, end = begin + block_size;
   std::uint64_t h = mix64(parent ^ 0x51ed2701a3c4e5f7ULL);
   if (r.segments.empty()) {
     h = mix64(h ^ mix64(r.id * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(block)));
   } else {
-    std::int64_t start = 0;
-    for (const ContentSegment& seg : r.segments) {
-      const std::int64_t s_end = start + seg.tokens;
+    while (seg < r.segments.size() && seg_start + r.segments[seg].tokens <= begin) {
+      seg_start += r.segments[seg].tokens;
+      ++seg;
+    }
+    std::int64_t start = seg_start;
+    for (std::size_t k = seg; k < r.segments.size(); ++k) {
+      const ContentSegment& sg = r.segments[k];
+      const std::int64_t s_end = start + sg.tokens;
       if (s_end > begin && start < end) {
         const std::int64_t from = std::max(begin, start) - start;
         const std::int64_t to = std::min(end, s_end) - start;
-        h = mix64(h ^ mix64(seg.content));
+        h = mix64(h ^ mix64(sg.content));
         h = mix64(h ^ static_cast<std::uint64_t>(from) ^ (static_cast<std::uint64_t>(to) << 32));
       }
       if (s_end >= end) break;
@@ -94,11 +107,22 @@ std::uint64_t Replica::block_hash(const Request& r, std::uint64_t parent, std::i
   return h == 0 ? 1 : h;
 }
 
-void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
-  while (static_cast<std::int64_t>(s.hashes.size()) < blocks) {
-    const std::uint64_t parent = s.hashes.empty() ? 0 : s.hashes.back();
-    s.hashes.push_back(block_hash(s.req, parent, static_cast<std::int64_t>(s.hashes.size())));
+// Appends the hashes of blocks hashes.size() .. blocks - 1 of `r`.
+void extend_block_hashes(const Request& r, std::int64_t block_size, std::int64_t blocks,
+                         std::vector<std::uint64_t>& hashes) {
+  std::size_t seg = 0;
+  std::int64_t seg_start = 0;
+  while (static_cast<std::int64_t>(hashes.size()) < blocks) {
+    const std::uint64_t parent = hashes.empty() ? 0 : hashes.back();
+    hashes.push_back(chained_block_hash(r, block_size, parent,
+                                        static_cast<std::int64_t>(hashes.size()), seg, seg_start));
   }
+}
+
+}  // namespace
+
+void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
+  extend_block_hashes(s.req, block_size_, blocks, s.hashes);
 }
 
 void Replica::add_request(Request r, SimTime now) {
@@ -136,13 +160,10 @@ void Replica::sample_timeline(SimTime now) {
 std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
   if (!kv_.prefix_caching()) return 0;
   const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
-  std::vector<std::uint64_t> hashes;
-  hashes.reserve(static_cast<std::size_t>(max_blocks));
-  std::uint64_t parent = 0;
-  for (std::int64_t b = 0; b < max_blocks; ++b) {
-    parent = block_hash(r, parent, b);
-    hashes.push_back(parent);
-  }
+  // Scratch reused across calls (the router asks for every arrival and every replica).
+  thread_local std::vector<std::uint64_t> hashes;
+  hashes.clear();
+  extend_block_hashes(r, block_size_, max_blocks, hashes);
   return kv_.lookup(hashes.data(), max_blocks);
 }
 

@@ -211,7 +211,6 @@ class Replica {
   std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const;
   void release_all(Sequence& s);
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
-  std::uint64_t block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const;
 
   std::uint32_t index_;
   const Deployment* deployment_;
