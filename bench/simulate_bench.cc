@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/core/error.h"
 
 namespace {
@@ -23,10 +23,10 @@ struct Timing {
   capsim::SimulationResult result;
 };
 
-Timing time_scenario(const capsim::cli::ScenarioSpec& spec, int repeats, bool skip_ahead = true) {
+Timing time_scenario(const capsim::scenario::ScenarioSpec& spec, int repeats, bool skip_ahead = true) {
   Timing best;
   for (int i = 0; i < repeats; ++i) {
-    capsim::cli::BuiltScenario b = capsim::cli::build_scenario(spec);
+    capsim::scenario::BuiltScenario b = capsim::scenario::build_scenario(spec);
     b.config.skip_ahead = skip_ahead;
     const auto t0 = std::chrono::steady_clock::now();
     capsim::SimulationResult r = capsim::simulate(b.config, *b.workload);
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   const std::string shared = argc > 1 ? argv[1] : CAPSIM_SHARED_DIR;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
   try {
-    capsim::cli::ScenarioSpec azure;
+    capsim::scenario::ScenarioSpec azure;
     azure.name = "azure-conv-10k";
     azure.deployment.model = "llama-3.1-8b";
     azure.deployment.card = "h100-sxm";
@@ -60,13 +60,12 @@ int main(int argc, char** argv) {
     azure.requests = 10000;
     report("Azure conversation trace, 10k requests, 1xH100", time_scenario(azure, repeats));
 
-    capsim::cli::ScenarioFlags none;
-    capsim::cli::ScenarioSpec chat =
-        none.resolve(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml");
+    capsim::scenario::ScenarioSpec chat;
+    capsim::scenario::load_scenario_file(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml", chat);
     chat.duration = "60min";
     report("chatbot 500 users, 1 simulated hour, 1xH100", time_scenario(chat, repeats));
 
-    capsim::cli::ScenarioSpec issue;
+    capsim::scenario::ScenarioSpec issue;
     issue.name = "issue-12";
     issue.deployment.model = "llama-2-7b";
     issue.deployment.card = "a100-80gb-sxm";

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "fuzz/fuzz_support.h"
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/core/units.h"
 #include "sim/hardware/precision.h"
 #include "sim/workload/distributions.h"
@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       }
       case 2: {
-        const auto s = capsim::cli::parse_slo_expression(text, "--slo");
+        const auto s = capsim::scenario::parse_slo_expression(text, "--slo");
         if (!(s.seconds > 0) || !std::isfinite(s.seconds)) std::abort();
         break;
       }

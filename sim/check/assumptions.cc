@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "sim/cli/common.h"
-#include "sim/cli/simulate_report.h"
+#include "sim/scenario/catalogues.h"
+#include "sim/scenario/simulate_report.h"
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 #include "sim/core/units.h"
@@ -107,7 +107,7 @@ std::string json_text(const nlohmann::json& j) { return j.is_string() ? j.get<st
 
 // The baseline must be a simulate result of the assertion's scenario, model and deployment.
 void check_baseline_source(const nlohmann::json& j, const std::string& file, const std::string& where,
-                           const cli::ScenarioSpec& spec, const cli::BuiltScenario& b, std::string& note) {
+                           const scenario::ScenarioSpec& spec, const scenario::BuiltScenario& b, std::string& note) {
   if (!j.is_object() || !j.contains("scenario") || !j.contains("deployment") || !j["deployment"].is_array()) {
     throw Error(where + ": " + file + " is not a `capsim simulate --json` result (it has no 'scenario' and "
                 "'deployment' fields)");
@@ -141,8 +141,8 @@ void check_baseline_source(const nlohmann::json& j, const std::string& file, con
 }
 
 Expectation parse_expectation(const std::string& kind, const YAML::Node& n, const std::string& ew,
-                              const std::string& base_dir, const cli::ScenarioSpec& spec,
-                              const cli::BuiltScenario& b, const PriceBook& prices) {
+                              const std::string& base_dir, const scenario::ScenarioSpec& spec,
+                              const scenario::BuiltScenario& b, const PriceBook& prices) {
   Expectation e;
   e.kind = kind;
   e.where = ew;
@@ -156,7 +156,7 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
     if (n.IsMap()) {
       for (const auto& kv : n) {
         const std::string k = scalar(kv.first, ew);
-        e.slos.push_back(cli::parse_slo(k, scalar(kv.second, ew + "." + k), ew + "." + k));
+        e.slos.push_back(scenario::parse_slo(k, scalar(kv.second, ew + "." + k), ew + "." + k));
       }
       if (e.slos.empty()) throw Error(ew + ": empty; give bounds like {ttft_p95: 1s, tpot_p95: 100ms}");
     } else {
@@ -211,7 +211,7 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
       if (n["cards"]) {
         for (const auto& c : string_list(n["cards"], ew + ".cards")) {
           try {
-            e.space.cards.push_back(cli::cards().find(c).name);
+            e.space.cards.push_back(scenario::cards().find(c).name);
           } catch (const Error& x) {
             throw Error(ew + ".cards: " + x.what());
           }
@@ -383,14 +383,14 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
   out.name = a.name;
   out.description = a.description;
   out.scenario = a.spec.name;
-  auto spec = std::make_shared<cli::ScenarioSpec>(a.spec);
+  auto spec = std::make_shared<scenario::ScenarioSpec>(a.spec);
   out.spec = spec;
   bool needs_sim = false;
   for (const Expectation& e : a.expect) {
     needs_sim = needs_sim || e.kind == "slo" || e.kind == "no_preemption" || e.kind == "baseline";
   }
   // The scenario as built (resolved deployments), and its simulation when a kind needs one.
-  auto built = std::make_shared<cli::BuiltScenario>(cli::build_scenario(a.spec));
+  auto built = std::make_shared<scenario::BuiltScenario>(scenario::build_scenario(a.spec));
   std::shared_ptr<SimulationResult> result;
   std::vector<SimulationResult> extra_runs;  // --replications: seeds + 1 .. + N - 1
   std::string sim_error;
@@ -416,10 +416,10 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
       while (max_duration_s > 0 && spec->duration && inconclusive()) {
         const double now = units::parse_time(*spec->duration, "duration");
         if (2 * now > max_duration_s + 1e-9) break;
-        auto longer = std::make_shared<cli::ScenarioSpec>(*spec);
+        auto longer = std::make_shared<scenario::ScenarioSpec>(*spec);
         longer->duration = fmt("%.17gs", 2 * now);
         if (longer->requests) longer->requests = *longer->requests * 2;
-        built = std::make_shared<cli::BuiltScenario>(cli::build_scenario(*longer));
+        built = std::make_shared<scenario::BuiltScenario>(scenario::build_scenario(*longer));
         built->config.progress = false;
         result = std::make_shared<SimulationResult>(simulate(built->config, *built->workload));
         spec = longer;
@@ -432,9 +432,9 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         plan::run_parallel(
             extra_runs.size(), plan::default_threads(),
             [&](std::size_t k) {
-              cli::ScenarioSpec other = *spec;
+              scenario::ScenarioSpec other = *spec;
               other.seed = spec->seed + k + 1;
-              cli::BuiltScenario ob = cli::build_scenario(other);
+              scenario::BuiltScenario ob = scenario::build_scenario(other);
               ob.config.progress = false;
               extra_runs[k] = simulate(ob.config, *ob.workload);
             },
@@ -524,7 +524,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         }
         rows.push_back(r);
       } else {
-        const nlohmann::json now = cli::simulation_json(*spec, *built, *result);
+        const nlohmann::json now = scenario::simulation_json(*spec, *built, *result);
         for (const BaselineMetric& m : e.metrics) {
           Row r = base_row(m.name, metric_unit(m.name));
           const double base = lookup(e.baseline, m.name)->get<double>();
@@ -698,21 +698,21 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     // A scenario file: one assertion, its own SLOs, checked with their intervals.
     Assertion a;
     a.where = path;
-    cli::load_scenario_file(path, a.spec);
+    scenario::load_scenario_file(path, a.spec);
     a.name = a.spec.name;
     a.description = a.spec.description;
     if (a.spec.slos.empty()) {
       throw Error(path + ": slo: missing; a scenario checked by `capsim check` needs SLOs (e.g. slo: {ttft_p95: 1s})");
     }
-    cli::build_scenario(a.spec);  // bad input is refused before anything runs
+    scenario::build_scenario(a.spec);  // bad input is refused before anything runs
     Expectation e;
     e.kind = "slo";
     e.where = path + ": slo";
     e.slos = a.spec.slos;
     a.expect.push_back(e);
     out.assertions.push_back(a);
-    out.prices = load_prices_with_overrides(prices_file.empty() ? cli::data_dir() + "/calibration/prices.yaml" : prices_file,
-                                            cli::cards(), price_overrides);
+    out.prices = load_prices_with_overrides(prices_file.empty() ? scenario::data_dir() + "/calibration/prices.yaml" : prices_file,
+                                            scenario::cards(), price_overrides);
     return out;
   }
   check_keys(root, path, {"description", "prices", "assertions"});
@@ -724,8 +724,8 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     if (p.is_relative()) p = fs::path(base_dir) / p;
     pf = p.lexically_normal().string();
   }
-  if (pf.empty()) pf = cli::data_dir() + "/calibration/prices.yaml";
-  out.prices = load_prices_with_overrides(pf, cli::cards(), price_overrides);
+  if (pf.empty()) pf = scenario::data_dir() + "/calibration/prices.yaml";
+  out.prices = load_prices_with_overrides(pf, scenario::cards(), price_overrides);
   const YAML::Node list = root["assertions"];
   if (!list) throw Error(path + ": assertions: missing (required): a list of named assertions");
   if (!list.IsSequence() || list.size() == 0) {
@@ -748,15 +748,15 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
       fs::path sf = scalar(n["scenario"], p + "scenario");
       if (sf.is_relative()) sf = fs::path(base_dir) / sf;
       try {
-        cli::load_scenario_file(sf.lexically_normal().string(), a.spec);
+        scenario::load_scenario_file(sf.lexically_normal().string(), a.spec);
       } catch (const Error& e) {
         throw Error(p + "scenario: " + e.what());
       }
     }
-    cli::apply_scenario_yaml(n, a.where, p, base_dir, a.spec, {"name", "description", "scenario", "expect"});
-    cli::BuiltScenario b;
+    scenario::apply_scenario_yaml(n, a.where, p, base_dir, a.spec, {"name", "description", "scenario", "expect"});
+    scenario::BuiltScenario b;
     try {
-      b = cli::build_scenario(a.spec);
+      b = scenario::build_scenario(a.spec);
     } catch (const Error& e) {
       throw Error(a.where + " (its scenario): " + e.what());
     }

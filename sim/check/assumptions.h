@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/plan/planner.h"
 #include "sim/plan/prices.h"
 
@@ -44,7 +44,7 @@ struct BaselineMetric {
 struct Expectation {
   std::string kind;
   std::string where;  // "a.yaml: assertions[0].expect.slo", for messages
-  std::vector<cli::SloSpec> slos;    // slo
+  std::vector<scenario::SloSpec> slos;    // slo
   double limit = 0;                  // min_users, min_rate, max_cost_usd_per_hour, plan_cheapest...
   long long context = 4096;          // fits_in_memory
   std::string baseline_file;         // baseline: the path as resolved
@@ -58,7 +58,7 @@ struct Expectation {
 struct Assertion {
   std::string name, description;
   std::string where;  // "a.yaml: assertions[0]"
-  cli::ScenarioSpec spec;
+  scenario::ScenarioSpec spec;
   std::vector<Expectation> expect;
 };
 
@@ -111,8 +111,8 @@ struct AssertionOutcome {
   int extensions = 0;  // times the run was doubled by --until-conclusive
   bool passed() const;
   // For reports: the simulation, when one ran.
-  std::shared_ptr<const cli::ScenarioSpec> spec;
-  std::shared_ptr<const cli::BuiltScenario> built;
+  std::shared_ptr<const scenario::ScenarioSpec> spec;
+  std::shared_ptr<const scenario::BuiltScenario> built;
   std::shared_ptr<const SimulationResult> result;
 };
 

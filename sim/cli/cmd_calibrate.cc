@@ -242,13 +242,13 @@ int run_fit(const FitOptions& o) {
 
 struct CompareOptions {
   std::string file;
-  DeploymentFlags deployment;
+  DeploymentSpec deployment;
   std::string json;
 };
 
 int run_compare(const CompareOptions& o, bool model_given, bool card_given) {
   const auto rows = load_step_csv(o.file);
-  DeploymentFlags flags = o.deployment;
+  DeploymentSpec flags = o.deployment;
   const auto unique = [&](auto field, const char* what) -> std::string {
     std::vector<std::string> seen;
     for (const auto& r : rows) {
@@ -383,7 +383,7 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   CLI::App* cmp = cmd->add_subcommand(
       "compare", "measured model step times (scripts/model_step_bench.py CSV) vs the cost model, with errors");
   cmp->add_option("file", co->file, "CSV: model,card,batch,context,prefill_tokens,step_ms")->required();
-  co->deployment.add_to(*cmp, false);
+  add_deployment_flags(*cmp, co->deployment, false);
   cmp->add_option("--json", co->json, "also write the comparison as JSON ('-' = stdout only)");
   cmp->callback([co, &exit_code, cmp] {
     exit_code = run_compare(*co, cmp->get_option("--model")->count() > 0, cmp->get_option("--card")->count() > 0);

@@ -8,13 +8,13 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
-#include "sim/cli/scenario.h"
-#include "sim/cli/simulate_report.h"
+#include "sim/cli/scenario_flags.h"
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
 #include "sim/core/units.h"
 #include "sim/plan/capacity.h"
 #include "sim/plan/search.h"
+#include "sim/scenario/capacity_answer.h"
 #include "sim/report/html.h"
 #include "sim/report/plot.h"
 #include "sim/report/json_output.h"
@@ -35,87 +35,40 @@ struct CapacityOptions {
 };
 
 using plan::LoadAxis;
-using plan::load_of;
-using plan::with_load;
 
 int run_capacity(const CapacityOptions& o) {
-  const ScenarioSpec base = o.flags.resolve(o.scenario);
-  validate_names(base);  // unknown names: exit 2 before anything runs
-  if (base.slos.empty() && !o.min_goodput) {
-    throw Error("--slo: capacity needs at least one SLO (e.g. --slo 'ttft_p95<=1s') or --min-goodput");
-  }
+  scenario::CapacityRequest req;
+  req.base = o.flags.resolve(o.scenario);
+  req.min_goodput = o.min_goodput;
+  req.points = o.points;
   // Fail before the search, not after it, when the report or chart cannot be drawn.
-  if (!o.report.empty()) plot::require_gnuplot("--report");
-  if (!o.plot.empty()) plot::check_plot_path(o.plot, "--plot");
-  const plan::CapacityResult found = plan::find_capacity(base, o.min_goodput);
-  const LoadAxis axis = found.axis;
-  const double capacity = found.capacity;
-  const double floor_load = found.floor_load;
-  const int evaluations = found.evaluations;
-
-  // The curve: fractions of the capacity (or of the scenario's load when nothing meets the SLOs).
-  const double ref = capacity > 0 ? capacity : load_of(base, axis);
-  std::vector<double> fractions = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};
-  if (o.points != 8) {
-    fractions.clear();
-    for (int i = 1; i <= o.points; ++i) fractions.push_back(1.5 * i / o.points);
-  }
-  std::vector<double> loads;
-  for (double f : fractions) {
-    double l = ref * f;
-    if (axis.whole) l = std::max(1.0, std::round(l));
-    if (loads.empty() || l != loads.back()) loads.push_back(l);
-  }
-  std::vector<plan::Evaluation> curve(loads.size());
+  req.before_search = [&o] {
+    if (!o.report.empty()) plot::require_gnuplot("--report");
+    if (!o.plot.empty()) plot::check_plot_path(o.plot, "--plot");
+  };
   ProgressLine line;  // in place on a terminal, a line every 5 s in logs
-  plan::run_parallel(
-      loads.size(), plan::default_threads(),
-      [&](std::size_t i) { curve[i] = plan::evaluate(with_load(base, axis, loads[i]), base.replicas, o.min_goodput); },
-      o.quiet ? std::function<void(std::size_t, std::size_t)>()
-              : [&line](std::size_t d, std::size_t t) {
-                  const std::string text = "capsim capacity: curve " + std::to_string(d) + "/" + std::to_string(t);
-                  if (d == t) line.finish(text); else line.update(text);
-                });
-
-  nlohmann::json j;
-  j["scenario"] = base.name;
-  j["load_axis"] = axis.name;
-  j["capacity"] = capacity;
-  j["evaluations"] = evaluations;
-  nlohmann::json pts = nlohmann::json::array();
-  for (std::size_t i = 0; i < loads.size(); ++i) {
-    const SimulationResult& r = curve[i].result;
-    pts.push_back({{"load", loads[i]}, {"slos_met", curve[i].verdict.met},
-                   {"request_throughput", r.request_throughput}, {"output_throughput", r.output_throughput},
-                   {"median_ttft_ms", r.ttft.median * 1e3}, {"p95_ttft_ms", r.ttft.p95 * 1e3},
-                   {"p99_ttft_ms", r.ttft.p99 * 1e3}, {"p95_tpot_ms", r.tpot.p95 * 1e3},
-                   {"p95_e2el_ms", r.e2el.p95 * 1e3}, {"goodput_fraction", r.goodput_fraction},
-                   {"preemptions", r.preemptions}, {"binding_resource", plan::binding_resource(r)}});
-  }
-  j["curve"] = pts;
-  const Deployment d = base.deployment.resolve();
-  std::ostringstream text;
-  const std::string title = "capsim capacity: " + d.model.name + " on " + std::to_string(base.replicas) + " x " +
-                            d.card.name + (d.tp > 1 ? " tp" + std::to_string(d.tp) : "") + " (" +
-                            std::string(precision_name(d.weights)) + ")";
-  const std::string verdict =
-      capacity > 0 ? (axis.whole ? fmt("%.0f", capacity) : fmt("%.2f", capacity)) + " " + axis.name +
-                         " meet every SLO (" + std::to_string(evaluations) + " simulations)"
-                   : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name;
-  text << title << "\n  capacity: " << verdict << "\n\n";
-  TextTable t({axis.name, "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p95",
-               "E2E p95", "SLOs", "limited by"});
+  const scenario::CapacityAnswer a = scenario::answer_capacity(
+      req, o.quiet ? scenario::CapacityProgress()
+                   : [&line](const char* phase, std::size_t d, std::size_t t) {
+                       if (std::string(phase) != "curve") return;
+                       const std::string text = "capsim capacity: curve " + std::to_string(d) + "/" + std::to_string(t);
+                       if (d == t) line.finish(text); else line.update(text);
+                     });
+  const ScenarioSpec& base = a.base;
+  const LoadAxis& axis = a.found.axis;
+  const double capacity = a.found.capacity;
+  const std::vector<plan::Evaluation>& curve = a.curve;
+  const std::string& title = a.title;
+  const std::string& verdict = a.verdict;
+  const TextTable& t = a.table;
+  const nlohmann::json& j = a.json;
+  const std::string text = a.text;
   std::vector<LoadPoint> points;
-  for (std::size_t i = 0; i < loads.size(); ++i) {
+  for (std::size_t i = 0; i < a.loads.size(); ++i) {
     const SimulationResult& r = curve[i].result;
-    t.row({axis.whole ? fmt("%.0f", loads[i]) : fmt("%.2f", loads[i]), fmt("%.2f", r.request_throughput),
-           fmt("%.0f", r.output_throughput), units::format_time(r.ttft.median), units::format_time(r.ttft.p95),
-           units::format_time(r.ttft.p99), units::format_time(r.tpot.p95), units::format_time(r.e2el.p95),
-           curve[i].verdict.met ? "met" : "missed", plan::binding_resource(r)});
-    points.push_back({loads[i], curve[i].verdict.met, r.ttft.median, r.ttft.p95, r.ttft.p99, r.tpot.p95, r.e2el.p95});
+    points.push_back({a.loads[i], curve[i].verdict.met, r.ttft.median, r.ttft.p95, r.ttft.p99, r.tpot.p95, r.e2el.p95});
   }
-  t.print(text);
-  if (o.json != "-") std::cout << text.str();
+  if (o.json != "-") std::cout << text;
   // Everything is drawn before anything is written: a failing chart leaves no file behind.
   const plot::Chart chart = capacity_chart(points, axis.name, base.slos, capacity);
   std::string chart_file, page_html;
@@ -143,7 +96,7 @@ int run_capacity(const CapacityOptions& o) {
     g.ymax = 100;
     page.chart(g, "Green: the load meets the SLOs; red: it misses them.");
     page.heading("Text report", 3);
-    page.preformatted(text.str());
+    page.preformatted(text);
     page_html = page.render();
   }
   if (!o.json.empty()) write_json(o.json, j);

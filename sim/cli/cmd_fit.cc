@@ -11,148 +11,27 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
+#include "sim/scenario/fit_answer.h"
 
 namespace capsim::cli {
 namespace {
 
 struct FitOptions {
-  DeploymentFlags deployment;
+  DeploymentSpec deployment;
   std::optional<long long> context;  // default: --max-model-len when set, else 4096
   std::string json;
 };
 
 double gib(double b) { return b / 1073741824.0; }
 
-nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
-  const ModelSpec& m = d.model;
-  return {
-      {"model", m.name},
-      {"card", d.card.name},
-      {"tp", d.tp},
-      {"weights", precision_name(d.weights)},
-      {"kv_cache", precision_name(d.kv_cache)},
-      {"engine", d.engine.name},
-      {"gpu_memory_utilization", d.limits.gpu_memory_utilization},
-      {"max_num_batched_tokens", d.limits.max_num_batched_tokens},
-      {"max_num_seqs", d.limits.max_num_seqs},
-      {"block_size", d.limits.block_size},
-      {"total_params", m.total_params()},
-      {"active_params", m.active_params()},
-      {"weight_bytes_total", m.weight_bytes(d.weights)},
-      {"kv_bytes_per_token_total", m.kv_bytes_per_token(d.kv_cache)},
-      {"per_gpu",
-       {{"visible_bytes", p.visible},
-        {"budget_bytes", p.budget},
-        {"weights_bytes", p.weights},
-        {"activations_bytes", p.activations},
-        {"runtime_bytes", p.runtime},
-        {"kv_cache_bytes", p.kv_cache},
-        {"outside_budget_bytes", p.outside_budget},
-        {"kv_bytes_per_token", p.kv_bytes_per_token_per_gpu}}},
-      {"kv_blocks", p.kv_blocks},
-      {"kv_tokens", p.kv_tokens},
-      {"kv_block_bytes", p.kv_block_bytes},
-      {"kv_longest_sequence_tokens", p.kv_longest_sequence},
-      {"checkpoint_quantization", d.model.checkpoint_quant},
-      {"checkpoint_weight_bytes", d.model.checkpoint_weight_bytes()},
-      {"kv_layers_per_block", p.layout.layers_per_group},
-      {"sliding_window", d.model.sliding_window},
-      {"sliding_layers", d.model.sliding_layers},
-      {"max_model_len", p.max_model_len},
-      {"context", p.context},
-      {"max_sequences_at_context", p.max_sequences_at_context},
-      {"fits", p.fits},
-      {"shortfall_bytes_per_gpu", p.shortfall},
-      {"reason", p.reason},
-  };
-}
-
-// Alternatives worth trying when a deployment does not fit, each re-planned: on the same card
-// the least change first (KV precision, then weights, then more GPUs), then bigger cards at the
-// same precision, smallest memory first.
-std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& base,
-                                                             long long context) {
-  std::vector<std::pair<std::string, MemoryPlan>> out;
-  const auto fits = [&](Deployment d, MemoryPlan& plan) {
-    try {
-      d.validate();
-    } catch (const Error&) {
-      return false;
-    }
-    plan = plan_memory(d, context);
-    return plan.fits;
-  };
-  std::vector<Precision> weight_options = {base.weights};
-  for (Precision w : {Precision::kFp8, Precision::kInt4}) {
-    if (element_bytes(w) < element_bytes(base.weights)) weight_options.push_back(w);
-  }
-  std::vector<Precision> kv_options = {base.kv_cache};
-  if (base.kv_cache != Precision::kFp8 && !base.model.encoder_only) kv_options.push_back(Precision::kFp8);
-  std::vector<int> tps = {base.tp};
-  for (int t : {2, 4, 8}) {
-    if (t > base.tp) tps.push_back(t);
-  }
-  for (int tp : tps) {
-    bool found = false;
-    for (Precision w : weight_options) {
-      for (Precision kv : kv_options) {
-        if (found || (tp == base.tp && w == base.weights && kv == base.kv_cache)) continue;
-        Deployment d = base;
-        d.tp = tp;
-        d.weights = w;
-        d.kv_cache = kv;
-        MemoryPlan plan;
-        if (!fits(d, plan)) continue;
-        std::string label;
-        if (w != base.weights) label += "--weights " + std::string(precision_name(w)) + " ";
-        if (kv != base.kv_cache) label += "--kv-cache " + std::string(precision_name(kv)) + " ";
-        if (tp != base.tp) {
-          label += "--tp " + std::to_string(tp) + " (" + base.card.tp_link(tp).name() + ") ";
-        }
-        label.pop_back();
-        out.emplace_back(label, plan);
-        found = true;
-      }
-    }
-  }
-  std::vector<const Card*> others;
-  for (const Card& c : cards().cards()) {
-    if (c.name != base.card.name && !c.is_cpu) others.push_back(&c);
-  }
-  std::stable_sort(others.begin(), others.end(), [](const Card* a, const Card* b) {
-    return a->visible_memory_bytes < b->visible_memory_bytes;
-  });
-  int bigger = 0;
-  for (const Card* c : others) {
-    if (bigger >= 3) break;
-    Deployment d = base;
-    d.card = *c;
-    d.limits = default_limits(*c, base.engine);
-    d.limits.block_size = base.limits.block_size;
-    d.limits.max_model_len = base.limits.max_model_len;
-    MemoryPlan plan;
-    if (fits(d, plan)) {
-      out.emplace_back("--card " + c->name, plan);
-      ++bigger;
-    }
-  }
-  return out;
-}
-
 int run_fit(const FitOptions& o) {
-  const Deployment d = o.deployment.resolve();
-  const long long context =
-      o.context ? *o.context : (d.limits.max_model_len > 0 ? d.limits.max_model_len : 4096);
-  const MemoryPlan p = plan_memory(d, context);
+  const scenario::FitAnswer a = scenario::answer_fit(o.deployment, o.context);
+  const Deployment& d = a.deployment;
+  const long long context = a.context;
+  const MemoryPlan& p = a.plan;
   const ModelSpec& m = d.model;
-  nlohmann::json j = plan_json(d, p);
-  const auto alts = p.fits ? decltype(alternatives(d, context)){} : alternatives(d, context);
-  nlohmann::json alt_json = nlohmann::json::array();
-  for (const auto& [label, ap] : alts) {
-    alt_json.push_back({{"change", label}, {"kv_tokens", ap.kv_tokens},
-                        {"max_sequences_at_context", ap.max_sequences_at_context}});
-  }
-  j["alternatives"] = alt_json;
+  const nlohmann::json& j = a.json;
+  const auto& alts = a.alternatives;
 
   if (o.json != "-") {
     std::cout << "capsim fit: " << m.name << " on " << d.tp << " x " << d.card.name << " (TP "
@@ -249,7 +128,7 @@ void add_fit_command(CLI::App& app, int& exit_code) {
       "  capsim fit --model llama-3.1-70b --card rtx-4090          # does not fit: says what would\n"
       "  capsim fit --model mixtral-8x7b --card a100-80gb-sxm --tp 2 --kv-cache fp8 --context 8192\n"
       "exit status: 0 fits, 1 does not fit, 2 bad input");
-  opts->deployment.add_to(*cmd);
+  add_deployment_flags(*cmd, opts->deployment);
   cmd->add_option("--context", opts->context,
                   "sequence length (prompt + output) for the concurrency figure (default: "
                   "--max-model-len when given, else 4096)")

@@ -13,7 +13,7 @@ namespace capsim::cli {
 namespace {
 
 struct RooflineOptions {
-  DeploymentFlags deployment;
+  DeploymentSpec deployment;
   long long batch = 1;
   long long context = 1024;
   long long prefill = 0;
@@ -94,7 +94,7 @@ void add_roofline_command(CLI::App& app, int& exit_code) {
       "  capsim roofline --model llama-3.1-8b --card h100-sxm --batch 1 --context 1024\n"
       "  capsim roofline --model llama-3.1-70b --card h100-sxm --tp 4 --batch 64 --context 2048\n"
       "  capsim roofline --model mistral-7b --card rtx-4090 --batch 8 --context 512 --prefill 2048");
-  opts->deployment.add_to(*cmd, false);
+  add_deployment_flags(*cmd, opts->deployment, false);
   cmd->add_option("--batch,-b", opts->batch, "decode sequences in the step")
       ->capture_default_str()->check(CLI::Range(0LL, 1'000'000LL));
   cmd->add_option("--context,-l", opts->context, "context length of each decode sequence (tokens)")

@@ -5,8 +5,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
-#include "sim/cli/scenario.h"
-#include "sim/cli/simulate_report.h"
+#include "sim/cli/scenario_flags.h"
 #include "sim/core/error.h"
 #include "sim/report/html.h"
 #include "sim/report/json_output.h"

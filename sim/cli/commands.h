@@ -5,6 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+namespace capsim::scenario {
+struct ScenarioSpec;
+}  // namespace capsim::scenario
+
 namespace capsim::cli {
 
 void add_fit_command(CLI::App& app, int& exit_code);
@@ -21,10 +25,9 @@ void add_check_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
 void add_sweep_commands(CLI::App& app, int& exit_code);  // sweep and merge
 
-struct ScenarioSpec;
 // Runs one scenario: prints the report (unless json is "-") and writes JSON, an HTML report and
 // a latency chart (--plot) when asked.
-int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress,
+int run_scenario(const scenario::ScenarioSpec& spec, const std::string& json, bool progress,
                  const std::string& report = "", const std::string& plot = "");
 
 }  // namespace capsim::cli

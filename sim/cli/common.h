@@ -1,48 +1,42 @@
-// What the subcommands share: where the data lives, the catalogues, and the deployment flags
-// (named as vLLM names them) turned into a validated Deployment.
+// What the subcommands share: the deployment flags (named as vLLM names them) and the CLI11
+// plumbing every command gets. The scenario API (sim/scenario/) is what they drive; its names are
+// used unqualified here because the CLI is one front end over it.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <memory>
-#include <optional>
-#include <string>
+#include <exception>
 
-#include "sim/cost/engine_profile.h"
-#include "sim/hardware/card.h"
-#include "sim/llm/deployment.h"
-#include "sim/llm/model_spec.h"
+#include "sim/scenario/catalogues.h"
+#include "sim/scenario/deployment_spec.h"
+#include "sim/scenario/scenario.h"
+#include "sim/scenario/simulate_report.h"
 
 namespace capsim::cli {
 
-// The data root holds calibration/cards, calibration/engines, models, workloads. Chosen by
-// --data-dir, else $CAPSIM_DATA_DIR, else the source tree capsim was built from.
-std::string data_dir();
-void set_data_dir(const std::string& dir);
+using scenario::BuiltScenario;
+using scenario::DeploymentSpec;
+using scenario::ScenarioSpec;
+using scenario::SloSpec;
+using scenario::apply_scenario_yaml;
+using scenario::build_scenario;
+using scenario::cards;
+using scenario::data_dir;
+using scenario::engines;
+using scenario::load_scenario_file;
+using scenario::models;
+using scenario::parse_slo;
+using scenario::parse_slo_expression;
+using scenario::print_simulation;
+using scenario::print_steady_state;
+using scenario::set_data_dir;
+using scenario::simulation_json;
+using scenario::slo_value;
+using scenario::steady_state_json;
+using scenario::validate_names;
 
-const CardCatalogue& cards();
-const ModelCatalogue& models();
-const EngineCatalogue& engines();
-
-struct DeploymentFlags {
-  std::string model = "llama-3.1-8b";
-  std::string card = "h100-sxm";
-  int tp = 1;
-  std::string weights = "auto";
-  std::string kv_cache = "auto";
-  std::string engine = "vllm";
-  std::optional<int> max_num_seqs;
-  std::optional<int> max_num_batched_tokens;
-  std::optional<int> block_size;
-  std::optional<double> gpu_memory_utilization;
-  std::optional<long long> max_model_len;  // vLLM's --max-model-len; unset: see SchedulerLimits
-  // vLLM's --async-scheduling (on by default from v0.14); unset = the engine profile's.
-  std::optional<bool> async_scheduling;
-
-  // Registers --model, --card, --tp, --weights, --kv-cache, --engine and the scheduler limits.
-  void add_to(CLI::App& app, bool with_limits = true);
-  // Resolves names against the catalogues and validates; throws capsim::Error.
-  Deployment resolve() const;
-};
+// Registers --model, --card, --tp, --weights, --kv-cache, --engine and (with_limits) the
+// scheduler limits, bound to `d`'s fields.
+void add_deployment_flags(CLI::App& app, DeploymentSpec& d, bool with_limits = true);
 
 // Adds to every floating-point option of `app` and its subcommands a check that refuses NaN and
 // infinities (CLI11 parses "nan" and "inf", and its range checks let NaN through).

@@ -4,7 +4,6 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
-#include "sim/cli/scenario.h"
 #include "sim/core/error.h"
 
 int main(int argc, char** argv) {
@@ -44,8 +43,9 @@ int main(int argc, char** argv) {
     try {
       std::cout << "capsim: no command given; running the default scenario "
                    "(workloads/chatbot-500-users.yaml). `capsim --help` lists the commands.\n\n";
-      ScenarioFlags none;
-      return run_scenario(none.resolve(data_dir() + "/workloads/chatbot-500-users.yaml"), "", true);
+      ScenarioSpec chatbot;
+      load_scenario_file(data_dir() + "/workloads/chatbot-500-users.yaml", chatbot);
+      return run_scenario(chatbot, "", true);
     } catch (const std::exception& e) {
       return report_error(e);
     }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "sim/cli/simulate_report.h"
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/scenario.h"
+#include "sim/cli/common.h"
 #include "sim/report/html.h"
 #include "sim/report/plot.h"
 

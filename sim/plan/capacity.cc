@@ -9,7 +9,7 @@
 
 namespace capsim::plan {
 
-LoadAxis load_axis(const cli::ScenarioSpec& s) {
+LoadAxis load_axis(const scenario::ScenarioSpec& s) {
   if (s.users) return {LoadKind::kUsers, "users", true};
   if (s.concurrency) return {LoadKind::kConcurrency, "concurrency", true};
   if (s.rate) {
@@ -25,7 +25,7 @@ LoadAxis load_axis(const cli::ScenarioSpec& s) {
               "traces and offline runs have none");
 }
 
-double load_of(const cli::ScenarioSpec& s, const LoadAxis& a) {
+double load_of(const scenario::ScenarioSpec& s, const LoadAxis& a) {
   switch (a.kind) {
     case LoadKind::kUsers: return *s.users;
     case LoadKind::kConcurrency: return *s.concurrency;
@@ -40,7 +40,7 @@ double load_of(const cli::ScenarioSpec& s, const LoadAxis& a) {
   return 0;
 }
 
-cli::ScenarioSpec with_load(cli::ScenarioSpec s, const LoadAxis& a, double load) {
+scenario::ScenarioSpec with_load(scenario::ScenarioSpec s, const LoadAxis& a, double load) {
   switch (a.kind) {
     case LoadKind::kUsers: s.users = static_cast<int>(std::llround(load)); break;
     case LoadKind::kConcurrency: s.concurrency = static_cast<int>(std::llround(load)); break;
@@ -49,7 +49,7 @@ cli::ScenarioSpec with_load(cli::ScenarioSpec s, const LoadAxis& a, double load)
   return s;
 }
 
-CapacityResult find_capacity(const cli::ScenarioSpec& base, std::optional<double> min_goodput) {
+CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<double> min_goodput) {
   const LoadAxis axis = load_axis(base);
   CapacityResult out{axis};
   const auto meets = [&](double load) {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace capsim::plan {
 
@@ -19,11 +19,11 @@ struct LoadAxis {
 };
 
 // The scenario's load axis. Throws capsim::Error for traces and offline runs (no load to vary).
-LoadAxis load_axis(const cli::ScenarioSpec& s);
+LoadAxis load_axis(const scenario::ScenarioSpec& s);
 // The scenario's load on that axis. Throws for rate stages (capacity varies one rate).
-double load_of(const cli::ScenarioSpec& s, const LoadAxis& a);
+double load_of(const scenario::ScenarioSpec& s, const LoadAxis& a);
 // The scenario with its load replaced (rounded for whole axes).
-cli::ScenarioSpec with_load(cli::ScenarioSpec s, const LoadAxis& a, double load);
+scenario::ScenarioSpec with_load(scenario::ScenarioSpec s, const LoadAxis& a, double load);
 
 struct CapacityResult {
   LoadAxis axis;
@@ -34,6 +34,6 @@ struct CapacityResult {
 
 // Doubles (or halves) the load from the scenario's until the SLOs fail (or hold), then bisects
 // to 1 user (whole axes) or 2% of the load (rates). The scenario's replicas serve the load.
-CapacityResult find_capacity(const cli::ScenarioSpec& base, std::optional<double> min_goodput);
+CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<double> min_goodput);
 
 }  // namespace capsim::plan

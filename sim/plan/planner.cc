@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "sim/cli/common.h"
+#include "sim/scenario/catalogues.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/llm/memory_plan.h"
@@ -17,7 +17,7 @@ std::string label(const Candidate& c) {
          (c.kv != c.weights ? "/kv " + c.kv : "");
 }
 
-std::vector<std::string> routers_to_try(const cli::ScenarioSpec& base) {
+std::vector<std::string> routers_to_try(const scenario::ScenarioSpec& base) {
   std::vector<std::string> out = {base.router};
   const bool multi_turn = base.users && base.turns != "1" && base.turns != "fixed:1";
   const bool shared_prefix = base.system_prompt_tokens > 0 || base.trace.has_value();
@@ -25,8 +25,8 @@ std::vector<std::string> routers_to_try(const cli::ScenarioSpec& base) {
   return out;
 }
 
-cli::ScenarioSpec spec_of(const cli::ScenarioSpec& base, const Candidate& c) {
-  cli::ScenarioSpec s = base;
+scenario::ScenarioSpec spec_of(const scenario::ScenarioSpec& base, const Candidate& c) {
+  scenario::ScenarioSpec s = base;
   if (!c.router.empty()) s.router = c.router;
   s.deployment.card = c.card;
   s.deployment.tp = c.tp;
@@ -35,12 +35,12 @@ cli::ScenarioSpec spec_of(const cli::ScenarioSpec& base, const Candidate& c) {
   return s;
 }
 
-PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
+PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
                         const PlanProgress& progress) {
   PlanOutcome out;
   std::vector<std::string> card_names = space.cards;
   if (card_names.empty()) {
-    for (const Card& c : cli::cards().cards()) card_names.push_back(c.name);
+    for (const Card& c : scenario::cards().cards()) card_names.push_back(c.name);
   }
   // Candidates, rejected by the memory plan before any simulation.
   std::vector<Candidate>& cands = out.candidates;
@@ -56,7 +56,7 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
           // fp8 KV only where the engines support it: otherwise the candidate does not exist
           // (it is not a rejection a user asked for).
           try {
-            cli::ScenarioSpec probe = base;
+            scenario::ScenarioSpec probe = base;
             probe.deployment.card = card;
             probe.deployment.tp = tp;
             probe.deployment.weights = w;
@@ -70,7 +70,7 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
           Candidate c;
           c.card = card;
           c.tp = tp;
-          cli::ScenarioSpec s = base;
+          scenario::ScenarioSpec s = base;
           s.deployment.card = card;
           s.deployment.tp = tp;
           s.deployment.weights = w;
@@ -103,7 +103,7 @@ PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, c
   }
   const unsigned threads = default_threads();
   // The search runs on a shortened measurement window (the answer is verified on the full one).
-  cli::ScenarioSpec search_base = base;
+  scenario::ScenarioSpec search_base = base;
   if (base.duration) {
     const double full = units::parse_time(*base.duration, "--duration");
     const double warm = units::parse_time(base.warmup, "--warmup");

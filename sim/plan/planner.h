@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/plan/prices.h"
 #include "sim/plan/search.h"
 
@@ -40,7 +40,7 @@ struct PlanSpace {
 
 // The routers a user would try for this workload: the scenario's router, plus prefix-aware when
 // requests share prefixes (multi-turn chat history, system prompts, traces with prefix ids).
-std::vector<std::string> routers_to_try(const cli::ScenarioSpec& base);
+std::vector<std::string> routers_to_try(const scenario::ScenarioSpec& base);
 
 struct Candidate {
   std::string card;
@@ -64,7 +64,7 @@ struct Candidate {
 // "h100-sxm tp2 fp8/kv bf16".
 std::string label(const Candidate& c);
 // The scenario on the candidate's deployment.
-cli::ScenarioSpec spec_of(const cli::ScenarioSpec& base, const Candidate& c);
+scenario::ScenarioSpec spec_of(const scenario::ScenarioSpec& base, const Candidate& c);
 
 struct PlanOutcome {
   std::vector<Candidate> candidates;
@@ -79,7 +79,7 @@ using PlanProgress = std::function<void(std::size_t, std::size_t, const char*)>;
 
 // REQUIRES: base has SLOs or space.min_goodput, one deployment group. Throws capsim::Error for
 // bad input (--search-duration, unknown precisions are candidate rejections, not errors).
-PlanOutcome search_plan(const cli::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
+PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
                         const PlanProgress& progress);
 
 }  // namespace capsim::plan

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "sim/cli/simulate_report.h"
+#include "sim/scenario/simulate_report.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
@@ -29,11 +29,11 @@ const char* decision_name(Decision d) {
   return "?";
 }
 
-SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
+SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
   SloDecision d;
   d.slo = s.metric + "_" + s.statistic;
   d.bound = s.seconds;
-  d.value = cli::slo_value(s, r);
+  d.value = scenario::slo_value(s, r);
   d.low = d.high = d.estimate = d.value;
   const MetricIntervals* m = s.metric == "ttft"   ? &r.steady.ttft
                              : s.metric == "tpot" ? &r.steady.tpot
@@ -80,7 +80,7 @@ SloDecision decide_slo(const cli::SloSpec& s, const SimulationResult& r) {
   return d;
 }
 
-SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<const SimulationResult*>& runs) {
+SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vector<const SimulationResult*>& runs) {
   if (runs.size() < 2) return decide_slo(slo, *runs.at(0));
   SloDecision d = decide_slo(slo, *runs.front());
   std::vector<double> est;
@@ -131,18 +131,18 @@ SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<con
   return d;
 }
 
-SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
+SloVerdict check_slos(const scenario::ScenarioSpec& spec, const SimulationResult& r,
                       std::optional<double> min_goodput) {
   return check_slos_runs(spec, {&r}, min_goodput);
 }
 
-SloVerdict check_slos_runs(const cli::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
+SloVerdict check_slos_runs(const scenario::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
                            std::optional<double> min_goodput) {
   SloVerdict v;
   const SimulationResult& r = *runs.front();
   bool fail = false, inconclusive = false;
   for (const SimulationResult* x : runs) fail = fail || x->completed == 0 || x->rejected > 0;
-  for (const cli::SloSpec& s : spec.slos) {
+  for (const scenario::SloSpec& s : spec.slos) {
     SloDecision d = decide_slo_replicated(s, runs);
     const double ratio = std::isnan(d.value) ? INFINITY : d.value / s.seconds;
     if (d.decision == Decision::kFail) fail = true;
@@ -187,11 +187,11 @@ std::string binding_resource(const SimulationResult& r) {
   return compute >= memory ? "compute" : "memory bandwidth";
 }
 
-Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
+Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
                     int replications) {
-  cli::ScenarioSpec s = spec;
+  scenario::ScenarioSpec s = spec;
   s.replicas = replicas;
-  cli::BuiltScenario b = cli::build_scenario(s);
+  scenario::BuiltScenario b = scenario::build_scenario(s);
   b.config.progress = false;
   Evaluation e;
   e.replicas = replicas;
@@ -202,9 +202,9 @@ Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<d
   }
   std::vector<SimulationResult> others;
   for (int k = 1; k < replications; ++k) {
-    cli::ScenarioSpec o = s;
+    scenario::ScenarioSpec o = s;
     o.seed = s.seed + static_cast<std::uint64_t>(k);
-    cli::BuiltScenario ob = cli::build_scenario(o);
+    scenario::BuiltScenario ob = scenario::build_scenario(o);
     ob.config.progress = false;
     others.push_back(simulate(ob.config, *ob.workload));
   }
@@ -214,8 +214,8 @@ Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<d
   return e;
 }
 
-cli::ScenarioSpec share_of_load(const cli::ScenarioSpec& spec, int parts) {
-  cli::ScenarioSpec s = spec;
+scenario::ScenarioSpec share_of_load(const scenario::ScenarioSpec& spec, int parts) {
+  scenario::ScenarioSpec s = spec;
   s.replicas = 1;
   if (parts <= 1) return s;
   const auto div_up = [parts](auto v) { return (v + parts - 1) / parts; };
@@ -240,7 +240,7 @@ cli::ScenarioSpec share_of_load(const cli::ScenarioSpec& spec, int parts) {
   return s;
 }
 
-Evaluation evaluate_share(const cli::ScenarioSpec& spec, int replicas,
+Evaluation evaluate_share(const scenario::ScenarioSpec& spec, int replicas,
                           std::optional<double> min_goodput) {
   Evaluation e = evaluate(share_of_load(spec, replicas), 1, min_goodput);
   e.replicas = replicas;
@@ -270,7 +270,7 @@ static void bisect(int lo, Evaluation pass, std::optional<Evaluation> fail_at_lo
   if (fail_at_lo && fail_at_lo->replicas == hi - 1) out.below = std::move(fail_at_lo);
 }
 
-ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
+ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replicas,
                               std::optional<double> min_goodput, bool verify) {
   ReplicaSearch out;
   int lo = 0;  // largest count known to fail
@@ -311,7 +311,7 @@ ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
   return out;
 }
 
-ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
+ReplicaSearch search_whole_cluster(const scenario::ScenarioSpec& spec, int start, int max_replicas,
                                    std::optional<double> min_goodput, int replications) {
   ReplicaSearch out;
   start = std::clamp(start, 1, std::max(1, max_replicas));

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace capsim::plan {
 
@@ -31,12 +31,12 @@ struct SloDecision {
   Decision decision = Decision::kFail;
   std::string why;      // for FAIL and INCONCLUSIVE
 };
-SloDecision decide_slo(const cli::SloSpec& slo, const SimulationResult& r);
+SloDecision decide_slo(const scenario::SloSpec& slo, const SimulationResult& r);
 // The same decision from independent replications (the scenario run with n >= 2 seeds): the
 // interval is mean +/- t(n-1, 0.975) x sd / sqrt(n) of the runs' steady-state estimates, which
 // holds however correlated each run's output is; `value` is the first run's. A run that is
 // overloaded fails the SLO; one that did not settle keeps a PASS from being conclusive.
-SloDecision decide_slo_replicated(const cli::SloSpec& slo, const std::vector<const SimulationResult*>& runs);
+SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vector<const SimulationResult*>& runs);
 
 struct SloVerdict {
   bool met = false;       // decision == kPass
@@ -47,11 +47,11 @@ struct SloVerdict {
 };
 
 // Checks a result against the scenario's SLOs and an optional minimum goodput share.
-SloVerdict check_slos(const cli::ScenarioSpec& spec, const SimulationResult& r,
+SloVerdict check_slos(const scenario::ScenarioSpec& spec, const SimulationResult& r,
                       std::optional<double> min_goodput);
 // The same over independent replications (runs[0] is the scenario's seed): each SLO decided by
 // decide_slo_replicated; goodput and rejections must hold in every run.
-SloVerdict check_slos_runs(const cli::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
+SloVerdict check_slos_runs(const scenario::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs,
                            std::optional<double> min_goodput);
 
 // What limits a deployment, read from a run: KV capacity, memory bandwidth, compute,
@@ -72,17 +72,17 @@ struct Evaluation {
 // Runs the scenario (replicas overridden). Throws capsim::Error for bad input. With
 // `replications` > 1 the seeds seed+1 .. seed+replications-1 run too (one after another, in this
 // thread) and the verdict is decided over all of them; `result` stays the scenario seed's run.
-Evaluation evaluate(const cli::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
+Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
                     int replications = 1);
 
 // The scenario's load divided by `parts`: users, concurrency, rate and request count divided
 // (rounded up), a trace slowed down by `parts`. Replicas behind a balancing router serve about
 // an equal share each, so one replica under 1/r of the load stands for r replicas at a 1/r of
 // the simulation cost.
-cli::ScenarioSpec share_of_load(const cli::ScenarioSpec& spec, int parts);
+scenario::ScenarioSpec share_of_load(const scenario::ScenarioSpec& spec, int parts);
 
 // Like evaluate(), on one replica with 1/replicas of the load (see share_of_load).
-Evaluation evaluate_share(const cli::ScenarioSpec& spec, int replicas,
+Evaluation evaluate_share(const scenario::ScenarioSpec& spec, int replicas,
                           std::optional<double> min_goodput);
 
 struct ReplicaSearch {
@@ -95,13 +95,13 @@ struct ReplicaSearch {
 // Fewest replicas in 1..max_replicas meeting the SLOs, searched on load shares
 // (evaluate_share); `verify` re-runs the answer as a whole cluster behind its router and, if
 // that misses the SLOs, keeps adding replicas until it meets them.
-ReplicaSearch search_replicas(const cli::ScenarioSpec& spec, int max_replicas,
+ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replicas,
                               std::optional<double> min_goodput, bool verify);
 
 // Fewest replicas in 1..max_replicas meeting the SLOs as a whole cluster behind spec.router,
 // starting from `start` (a load-share estimate): downwards while one fewer still meets them,
 // otherwise upwards in doubling steps, then bisecting. Every evaluation is a whole-cluster run.
-ReplicaSearch search_whole_cluster(const cli::ScenarioSpec& spec, int start, int max_replicas,
+ReplicaSearch search_whole_cluster(const scenario::ScenarioSpec& spec, int start, int max_replicas,
                                    std::optional<double> min_goodput, int replications = 1);
 
 // Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not

@@ -60,7 +60,7 @@ double positive_number(const std::string& text, const std::string& where) {
 
 // Applies a load to the scenario's workload kind: users, concurrency, a trace's rate multiple or
 // the open-loop rate (docs/scale.md).
-void apply_load(cli::ScenarioSpec& s, double load, const std::string& where) {
+void apply_load(scenario::ScenarioSpec& s, double load, const std::string& where) {
   const bool whole = std::floor(load) == load && load <= 1e7;
   if (s.trace) {
     s.time_scale /= load;  // `load` x the trace's rate
@@ -80,7 +80,7 @@ void apply_load(cli::ScenarioSpec& s, double load, const std::string& where) {
 double ms(double s) { return s * 1e3; }
 
 nlohmann::json run_result(const SweepRun& run) {
-  const cli::ScenarioSpec& s = run.spec;
+  const scenario::ScenarioSpec& s = run.spec;
   nlohmann::json j;
   j["index"] = run.index;
   j["workload"] = run.workload;
@@ -218,14 +218,14 @@ Sweep load_sweep(const std::string& path) {
   }
 
   // The scenarios, each read once; relative files resolve against the sweep file's folder.
-  std::vector<cli::ScenarioSpec> bases;
+  std::vector<scenario::ScenarioSpec> bases;
   for (const std::string& w : workloads) {
-    cli::ScenarioSpec s;
+    scenario::ScenarioSpec s;
     if (!w.empty()) {
       const std::filesystem::path p(w);
-      cli::load_scenario_file(p.is_absolute() || base_dir.empty() ? w : (std::filesystem::path(base_dir) / p).string(), s);
+      scenario::load_scenario_file(p.is_absolute() || base_dir.empty() ? w : (std::filesystem::path(base_dir) / p).string(), s);
     }
-    if (set) apply_scenario_yaml(set, path, path + ": set.", base_dir, s);
+    if (set) scenario::apply_scenario_yaml(set, path, path + ": set.", base_dir, s);
     bases.push_back(std::move(s));
   }
 
@@ -241,7 +241,7 @@ Sweep load_sweep(const std::string& path) {
                 run.index = index++;
                 run.workload = workloads[wi];
                 run.spec = bases[wi];
-                cli::ScenarioSpec& s = run.spec;
+                scenario::ScenarioSpec& s = run.spec;
                 if (!model.empty()) s.deployment.model = model;
                 if (!card.empty()) s.deployment.card = card;
                 if (!tp.empty()) s.deployment.tp = static_cast<int>(std::stod(tp));
@@ -264,7 +264,7 @@ Sweep load_sweep(const std::string& path) {
   for (const SweepRun& r : sw.runs) {
     const std::string key = r.spec.deployment.model + "|" + r.spec.deployment.card + "|" + r.spec.router +
                             "|" + r.spec.policy + "|" + r.spec.deployment.engine;
-    if (checked.insert(key).second) cli::validate_names(r.spec);
+    if (checked.insert(key).second) scenario::validate_names(r.spec);
   }
   std::string set_text;
   if (set) {

@@ -14,13 +14,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace capsim::plan {
 
 struct SweepRun {
   std::size_t index = 0;
-  cli::ScenarioSpec spec;  // the workload's scenario with this run's grid values applied
+  scenario::ScenarioSpec spec;  // the workload's scenario with this run's grid values applied
   std::string workload;    // the scenario file as the sweep file names it ("" = command-line defaults)
   std::optional<double> load;  // users, concurrency or requests/s (see docs/scale.md); none = the scenario's
 };

@@ -1,7 +1,7 @@
 // `capsim simulate` as a user runs it: the built binary (CAPSIM_BINARY), its stdout, stderr,
 // exit status and --json file. Exit status 0 = ran, 2 = bad input with a message naming the flag
 // or file:field and what is accepted. Messages are pinned from the code paths that produce them
-// (sim/cli/scenario.cc, sim/cluster/router.cc, sim/workload/trace.cc, CLI11's range check).
+// (sim/scenario/scenario.cc, sim/cluster/router.cc, sim/workload/trace.cc, CLI11's range check).
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/report/plot.h"
 #include "tests/check/cli_run.h"
 
@@ -240,7 +240,7 @@ TEST_CASE("report: without gnuplot, --report and --plot fail naming the package,
 
 TEST_CASE("report: the simulation samples KV use and queues at most once per simulated second",
           "[report][timeline]") {
-  capsim::cli::ScenarioSpec s;
+  capsim::scenario::ScenarioSpec s;
   s.deployment.model = "llama-3.1-8b";
   s.deployment.card = "h100-sxm";
   s.replicas = 2;
@@ -248,7 +248,7 @@ TEST_CASE("report: the simulation samples KV use and queues at most once per sim
   s.requests = 3000;
   s.input_tokens = "lognormal:500:3000";
   s.output_tokens = "uniform:20:300";
-  capsim::cli::BuiltScenario b = capsim::cli::build_scenario(s);
+  capsim::scenario::BuiltScenario b = capsim::scenario::build_scenario(s);
   const capsim::SimulationResult r = capsim::simulate(b.config, *b.workload);
   REQUIRE(r.replicas.size() == 2);
   for (const auto& rep : r.replicas) {

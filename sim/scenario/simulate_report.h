@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 
-namespace capsim::cli {
+namespace capsim::scenario {
 
 nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                                const SimulationResult& r);
@@ -21,4 +21,4 @@ void print_steady_state(std::ostream& os, const SteadyState& s);
 // The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
 double slo_value(const SloSpec& slo, const SimulationResult& r);
 
-}  // namespace capsim::cli
+}  // namespace capsim::scenario

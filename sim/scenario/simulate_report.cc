@@ -1,4 +1,4 @@
-#include "sim/cli/simulate_report.h"
+#include "sim/scenario/simulate_report.h"
 
 #include "sim/plan/search.h"
 
@@ -7,7 +7,7 @@
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
-namespace capsim::cli {
+namespace capsim::scenario {
 namespace {
 
 const Percentiles& metric(const std::string& name, const SimulationResult& r) {
@@ -304,4 +304,4 @@ void print_steady_state(std::ostream& os, const SteadyState& s) {
   for (const std::string& w : s.warnings) os << "  WARNING: " << w << "\n";
 }
 
-}  // namespace capsim::cli
+}  // namespace capsim::scenario

@@ -1,4 +1,4 @@
-#include "sim/cli/scenario.h"
+#include "sim/scenario/scenario.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,8 +12,9 @@
 #include "sim/engine/replica.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/scenario/catalogues.h"
 
-namespace capsim::cli {
+namespace capsim::scenario {
 namespace {
 
 const char* kSloForms = "accepted: METRIC_STAT<=TIME with METRIC ttft, tpot, itl, e2el and STAT "
@@ -342,13 +343,32 @@ void validate_names(const ScenarioSpec& s) {
   named("--model", [&] { models().find(s.deployment.model); });
   named("--card", [&] { cards().find(s.deployment.card); });
   const std::string& eng = s.deployment.engine;
-  const bool engine_file = eng.size() > 5 && eng.compare(eng.size() - 5, 5, ".yaml") == 0;
   named("--engine", [&] {
-    if (engine_file) EngineCatalogue::load_file(eng); else engines().find(eng);
+    if (is_engine_file(eng)) EngineCatalogue::load_file(eng); else engines().find(eng);
   });
   for (const auto& g : s.extra_groups) named("deployment.card", [&] { cards().find(g.card); });
   named("--router", [&] { make_router(s.router); });
   named("--scheduler", [&] { make_policy(s.policy); });
+}
+
+void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given) {
+  const Card& old_card = cards().find(from_file.card);
+  const Card& new_card = cards().find(s.deployment.card);
+  if (old_card.name == new_card.name) return;
+  const auto is_default_half = [&](const std::string& v) {
+    return v == "auto" || parse_precision(v, "deployment") == native_half(old_card);
+  };
+  if (!given.weights && is_default_half(from_file.weights)) s.deployment.weights = "auto";
+  if (!given.kv_cache && is_default_half(from_file.kv_cache)) s.deployment.kv_cache = "auto";
+  const std::string& eng = from_file.engine;
+  const SchedulerLimits old_defaults =
+      default_limits(old_card, is_engine_file(eng) ? EngineCatalogue::load_file(eng) : engines().find(eng));
+  if (!given.max_num_seqs && from_file.max_num_seqs == old_defaults.max_num_seqs) {
+    s.deployment.max_num_seqs.reset();
+  }
+  if (!given.max_num_batched_tokens && from_file.max_num_batched_tokens == old_defaults.max_num_batched_tokens) {
+    s.deployment.max_num_batched_tokens.reset();
+  }
 }
 
 BuiltScenario build_scenario(const ScenarioSpec& s) {
@@ -358,7 +378,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   if (s.prefix_caching) main.limits.enable_prefix_caching = *s.prefix_caching;
   c.groups.push_back({main, s.replicas});
   for (const auto& e : s.extra_groups) {
-    DeploymentFlags f = s.deployment;
+    DeploymentSpec f = s.deployment;
     f.card = e.card;
     f.tp = e.tp;
     f.weights = e.weights;
@@ -478,111 +498,4 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   return b;
 }
 
-}  // namespace capsim::cli
-
-namespace capsim::cli {
-
-void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
-  const auto bind = [&](auto member, const std::string& names, const std::string& help) {
-    CLI::Option* o = cmd.add_option(names, cli_.*member, help);
-    setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) { dst.*member = src.*member; });
-    return o;
-  };
-  const auto bind_dep = [&](auto member, const std::string& names, const std::string& help) {
-    CLI::Option* o = cmd.add_option(names, cli_.deployment.*member, help);
-    setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) {
-      dst.deployment.*member = src.deployment.*member;
-    });
-    return o;
-  };
-  bind_dep(&DeploymentFlags::model, "--model,-m", "model: catalogue name, Hugging Face id or config.json path (default llama-3.1-8b)");
-  if (with_deployment) {
-    card_option_ = bind_dep(&DeploymentFlags::card, "--card,-c", "card type (capsim list cards; default h100-sxm); "
-                            "over a scenario file, the card's own 16-bit type and vLLM limits replace the file card's defaults");
-    bind_dep(&DeploymentFlags::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
-    weights_option_ = bind_dep(&DeploymentFlags::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
-    kv_option_ = bind_dep(&DeploymentFlags::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
-  }
-  bind_dep(&DeploymentFlags::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy, or a path to an engine .yaml");
-  max_seqs_option_ = bind_dep(&DeploymentFlags::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
-  max_tokens_option_ = bind_dep(&DeploymentFlags::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
-  bind_dep(&DeploymentFlags::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
-  bind_dep(&DeploymentFlags::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
-  bind_dep(&DeploymentFlags::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
-  bind_dep(&DeploymentFlags::async_scheduling, "--async-scheduling",
-           "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
-  if (with_deployment) {
-    bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
-  }
-  bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
-  bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
-  bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
-  bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
-  bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");
-  bind(&ScenarioSpec::warmup, "--warmup", "requests arriving before this are not measured (e.g. 5min)");
-  bind(&ScenarioSpec::input_tokens, "--input-tokens", "prompt length: N, uniform:A:B, normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN");
-  bind(&ScenarioSpec::output_tokens, "--output-tokens", "output length, same forms (fixed = ignore-EOS benchmark)");
-  bind(&ScenarioSpec::rate, "--rate", "requests/s; stages as 5@10min,10@10min");
-  bind(&ScenarioSpec::arrival, "--arrival", "poisson (default), gamma, constant, offline (all at t=0)");
-  bind(&ScenarioSpec::burstiness, "--burstiness", "gamma shape (vLLM --burstiness; 1 = Poisson)")->check(CLI::PositiveNumber);
-  bind(&ScenarioSpec::concurrency, "--concurrency,--max-concurrency", "fixed number of requests in flight")->check(CLI::Range(1, 10'000'000));
-  bind(&ScenarioSpec::users, "--users", "closed-loop users who read, think and write again")->check(CLI::Range(1, 10'000'000));
-  bind(&ScenarioSpec::think_time, "--think-time", "user think time: 20s, exponential:20s, uniform:5s:30s");
-  bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
-  bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
-  bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
-  bind(&ScenarioSpec::prompts_per_group, "--prompts-per-group",
-       "open loop: a pool of N recurring questions per prefix group, each resent every groups x N requests (inference-perf shared_prefix); 0 = every question unique")
-      ->check(CLI::Range(0, 1'000'000));
-  bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
-  bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
-  bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
-  bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)");
-  slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
-}
-
-ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
-  ScenarioSpec s;
-  if (!file.empty()) load_scenario_file(file, s);
-  const DeploymentFlags from_file = s.deployment;
-  for (const auto& [opt, set] : setters_) {
-    if (opt->count() > 0) {
-      set(s, cli_);
-      s.origin.erase(opt->get_name());
-    }
-  }
-  // A card given on the command line brings its own defaults: what the file pinned only because
-  // it is the file card's default (its 16-bit type for weights and KV cache, vLLM's batch limits
-  // for that card) follows the new card, unless given as a flag too. Deliberate choices (fp8,
-  // int4, a tuned max_num_seqs) stay and are validated against the new card.
-  if (!file.empty() && card_option_ && card_option_->count() > 0) {
-    const Card& old_card = cards().find(from_file.card);
-    const Card& new_card = cards().find(s.deployment.card);
-    if (old_card.name != new_card.name) {
-      const std::string old_half(precision_name(native_half(old_card)));
-      const auto given = [](const CLI::Option* o) { return o && o->count() > 0; };
-      const auto is_default_half = [&](const std::string& v) {
-        return v == "auto" || parse_precision(v, "deployment") == native_half(old_card);
-      };
-      if (!given(weights_option_) && is_default_half(from_file.weights)) s.deployment.weights = "auto";
-      if (!given(kv_option_) && is_default_half(from_file.kv_cache)) s.deployment.kv_cache = "auto";
-      const std::string& eng = from_file.engine;
-      const bool engine_file = eng.size() > 5 && eng.compare(eng.size() - 5, 5, ".yaml") == 0;
-      const SchedulerLimits old_defaults =
-          default_limits(old_card, engine_file ? EngineCatalogue::load_file(eng) : engines().find(eng));
-      if (!given(max_seqs_option_) && from_file.max_num_seqs == old_defaults.max_num_seqs) {
-        s.deployment.max_num_seqs.reset();
-      }
-      if (!given(max_tokens_option_) && from_file.max_num_batched_tokens == old_defaults.max_num_batched_tokens) {
-        s.deployment.max_num_batched_tokens.reset();
-      }
-    }
-  }
-  if (slo_option_ && slo_option_->count() > 0) {
-    s.slos.clear();
-    for (const auto& t : slo_texts_) s.slos.push_back(parse_slo_expression(t, "--slo"));
-  }
-  return s;
-}
-
-}  // namespace capsim::cli
+}  // namespace capsim::scenario

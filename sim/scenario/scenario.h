@@ -1,23 +1,22 @@
 // A scenario: model, deployment, engine settings, workload, SLOs and run settings, from a YAML
-// file (docs/scenarios.md) with command-line flags overriding its fields. Everything optional
-// here has a default named in `capsim simulate --help`.
+// file (docs/scenarios.md) or a JSON body of the same fields, with a front end's overrides (the
+// CLI's flags) on top. Everything optional here has a default named in `capsim simulate --help`.
+// This is the one API the front ends (sim/cli/, sim/server/) and plan/check drive.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "sim/cli/common.h"
+#include "sim/scenario/deployment_spec.h"
 #include "sim/cluster/simulation.h"
 #include "sim/workload/generators.h"
 
-namespace capsim::cli {
+namespace capsim::scenario {
 
 struct SloSpec {
   std::string metric;      // ttft, tpot, itl, e2el
@@ -33,7 +32,7 @@ struct ScenarioSpec {
   std::string description;
   std::string file;
 
-  DeploymentFlags deployment;
+  DeploymentSpec deployment;
   int replicas = 1;
   struct ExtraGroup { std::string card; int tp = 1; int replicas = 1; std::string weights = "auto"; };
   std::vector<ExtraGroup> extra_groups;  // mixed card types behind the same router
@@ -86,26 +85,15 @@ void load_scenario_file(const std::string& path, ScenarioSpec& spec);
 void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const std::string& prefix,
                          const std::string& base_dir, ScenarioSpec& spec,
                          const std::vector<std::string>& own_keys = {});
-// The scenario flags of simulate (and later plan/capacity): each flag given on the command line
-// overrides the scenario file's field.
-class ScenarioFlags {
- public:
-  // `with_deployment` false leaves out --card, --tp, --weights and --kv-cache (plan takes lists).
-  void add_to(CLI::App& cmd, bool with_deployment = true);
-  // The file's spec (if `file` is non-empty) with every flag that was given applied on top.
-  ScenarioSpec resolve(const std::string& file) const;
-
- private:
-  ScenarioSpec cli_;
-  std::vector<std::pair<CLI::Option*, std::function<void(ScenarioSpec&, const ScenarioSpec&)>>> setters_;
-  std::vector<std::string> slo_texts_;
-  CLI::Option* slo_option_ = nullptr;
-  CLI::Option* card_option_ = nullptr;
-  CLI::Option* weights_option_ = nullptr;
-  CLI::Option* kv_option_ = nullptr;
-  CLI::Option* max_seqs_option_ = nullptr;
-  CLI::Option* max_tokens_option_ = nullptr;
+// A front end that replaces a scenario file's card (the CLI's --card over a file): what the file
+// pinned only because it is the file card's default (its 16-bit type for weights and KV cache,
+// vLLM's batch limits for that card) follows the new card, unless the front end set it too.
+// Deliberate choices (fp8, int4, a tuned max_num_seqs) stay and are validated against the new
+// card. `from_file` is the file's deployment before the overrides; `s` carries them.
+struct ExplicitFields {
+  bool weights = false, kv_cache = false, max_num_seqs = false, max_num_batched_tokens = false;
 };
+void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given);
 
 // Resolves every name the spec carries — model, card, engine, router, scheduler, each extra
 // group's card — and throws capsim::Error (exit 2) for an unknown one, naming the flag and the
@@ -120,4 +108,4 @@ struct BuiltScenario {
 };
 BuiltScenario build_scenario(const ScenarioSpec& spec);
 
-}  // namespace capsim::cli
+}  // namespace capsim::scenario

@@ -1,0 +1,34 @@
+// The scenario flags of simulate, plan, capacity and compare: each flag given on the command line
+// overrides the scenario file's field (the merge itself is the scenario API's).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/cli/common.h"
+
+namespace capsim::cli {
+
+class ScenarioFlags {
+ public:
+  // `with_deployment` false leaves out --card, --tp, --weights and --kv-cache (plan takes lists).
+  void add_to(CLI::App& cmd, bool with_deployment = true);
+  // The file's spec (if `file` is non-empty) with every flag that was given applied on top.
+  ScenarioSpec resolve(const std::string& file) const;
+
+ private:
+  ScenarioSpec cli_;
+  std::vector<std::pair<CLI::Option*, std::function<void(ScenarioSpec&, const ScenarioSpec&)>>> setters_;
+  std::vector<std::string> slo_texts_;
+  CLI::Option* slo_option_ = nullptr;
+  CLI::Option* card_option_ = nullptr;
+  CLI::Option* weights_option_ = nullptr;
+  CLI::Option* kv_option_ = nullptr;
+  CLI::Option* max_seqs_option_ = nullptr;
+  CLI::Option* max_tokens_option_ = nullptr;
+};
+
+}  // namespace capsim::cli

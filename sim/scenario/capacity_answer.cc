@@ -1,0 +1,101 @@
+#include "sim/scenario/capacity_answer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/report/table.h"
+
+namespace capsim::scenario {
+namespace {
+
+using plan::LoadAxis;
+using plan::load_of;
+using plan::with_load;
+
+}  // namespace
+
+CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress& progress) {
+  CapacityAnswer a;
+  a.base = o.base;
+  const ScenarioSpec& base = a.base;
+  validate_names(base);  // unknown names: exit 2 before anything runs
+  if (base.slos.empty() && !o.min_goodput) {
+    throw Error("--slo: capacity needs at least one SLO (e.g. --slo 'ttft_p95<=1s') or --min-goodput");
+  }
+  if (o.before_search) o.before_search();
+  if (progress) progress("search", 0, 0);
+  a.found = plan::find_capacity(base, o.min_goodput);
+  const plan::CapacityResult& found = a.found;
+  const LoadAxis axis = found.axis;
+  const double capacity = found.capacity;
+  const double floor_load = found.floor_load;
+  const int evaluations = found.evaluations;
+
+  // The curve: fractions of the capacity (or of the scenario's load when nothing meets the SLOs).
+  const double ref = capacity > 0 ? capacity : load_of(base, axis);
+  std::vector<double> fractions = {0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5};
+  if (o.points != 8) {
+    fractions.clear();
+    for (int i = 1; i <= o.points; ++i) fractions.push_back(1.5 * i / o.points);
+  }
+  std::vector<double>& loads = a.loads;
+  for (double f : fractions) {
+    double l = ref * f;
+    if (axis.whole) l = std::max(1.0, std::round(l));
+    if (loads.empty() || l != loads.back()) loads.push_back(l);
+  }
+  std::vector<plan::Evaluation>& curve = a.curve;
+  curve.resize(loads.size());
+  plan::run_parallel(
+      loads.size(), plan::default_threads(),
+      [&](std::size_t i) { curve[i] = plan::evaluate(with_load(base, axis, loads[i]), base.replicas, o.min_goodput); },
+      progress ? [&progress](std::size_t d, std::size_t t) { progress("curve", d, t); }
+               : std::function<void(std::size_t, std::size_t)>());
+
+  nlohmann::json& j = a.json;
+  j["scenario"] = base.name;
+  j["load_axis"] = axis.name;
+  j["capacity"] = capacity;
+  j["evaluations"] = evaluations;
+  nlohmann::json pts = nlohmann::json::array();
+  for (std::size_t i = 0; i < loads.size(); ++i) {
+    const SimulationResult& r = curve[i].result;
+    pts.push_back({{"load", loads[i]}, {"slos_met", curve[i].verdict.met},
+                   {"request_throughput", r.request_throughput}, {"output_throughput", r.output_throughput},
+                   {"median_ttft_ms", r.ttft.median * 1e3}, {"p95_ttft_ms", r.ttft.p95 * 1e3},
+                   {"p99_ttft_ms", r.ttft.p99 * 1e3}, {"p95_tpot_ms", r.tpot.p95 * 1e3},
+                   {"p95_e2el_ms", r.e2el.p95 * 1e3}, {"goodput_fraction", r.goodput_fraction},
+                   {"preemptions", r.preemptions}, {"binding_resource", plan::binding_resource(r)}});
+  }
+  j["curve"] = pts;
+  const Deployment d = base.deployment.resolve();
+  std::ostringstream text;
+  a.title = "capsim capacity: " + d.model.name + " on " + std::to_string(base.replicas) + " x " +
+                            d.card.name + (d.tp > 1 ? " tp" + std::to_string(d.tp) : "") + " (" +
+                            std::string(precision_name(d.weights)) + ")";
+  a.verdict =
+      capacity > 0 ? (axis.whole ? fmt("%.0f", capacity) : fmt("%.2f", capacity)) + " " + axis.name +
+                         " meet every SLO (" + std::to_string(evaluations) + " simulations)"
+                   : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name;
+  const std::string& title = a.title;
+  const std::string& verdict = a.verdict;
+  text << title << "\n  capacity: " << verdict << "\n\n";
+  TextTable& t = a.table;
+  t = TextTable({axis.name, "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p95",
+               "E2E p95", "SLOs", "limited by"});
+  for (std::size_t i = 0; i < loads.size(); ++i) {
+    const SimulationResult& r = curve[i].result;
+    t.row({axis.whole ? fmt("%.0f", loads[i]) : fmt("%.2f", loads[i]), fmt("%.2f", r.request_throughput),
+           fmt("%.0f", r.output_throughput), units::format_time(r.ttft.median), units::format_time(r.ttft.p95),
+           units::format_time(r.ttft.p99), units::format_time(r.tpot.p95), units::format_time(r.e2el.p95),
+           curve[i].verdict.met ? "met" : "missed", plan::binding_resource(r)});
+  }
+  t.print(text);
+  a.text = text.str();
+  return a;
+}
+
+}  // namespace capsim::scenario

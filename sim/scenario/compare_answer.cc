@@ -1,0 +1,282 @@
+#include "sim/scenario/compare_answer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "sim/core/checked.h"
+#include "sim/core/error.h"
+#include "sim/core/run_limits.h"
+#include "sim/core/units.h"
+#include "sim/core/yaml_fields.h"
+#include "sim/plan/costs.h"
+#include "sim/plan/prices.h"
+#include "sim/plan/search.h"
+#include "sim/report/table.h"
+#include "sim/scenario/catalogues.h"
+#include "sim/scenario/simulate_report.h"
+
+namespace capsim::scenario {
+
+const char* const kDeploymentForm =
+    "accepted: 'N x CARD [tpK] [PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
+    "'1x h100-sxm fp8', '1x h100-sxm + 2x rtx-4090'";
+
+namespace {
+
+// "2x rtx-4090 tp2 fp8 + 1x h100-sxm" -> groups.
+std::vector<GroupSpec> parse_deployment(const std::string& text) {
+  std::vector<GroupSpec> groups;
+  std::stringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, '+')) {
+    std::stringstream words(part);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.empty()) throw Error("--deployment: '" + text + "' has an empty part; " + kDeploymentForm);
+    GroupSpec g;
+    std::size_t i = 0;
+    // "4x", "4", "x" forms for the count.
+    std::string count = w[0];
+    if (!count.empty() && (count.back() == 'x' || count.back() == 'X')) count.pop_back();
+    if (!count.empty() && std::all_of(count.begin(), count.end(), ::isdigit)) {
+      const std::string where = "--deployment '" + text + "': " + w[0];
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+      if (ec != std::errc() || end != count.data() + count.size()) {
+        throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      }
+      check_run_limit(RunLimit::kReplicas, static_cast<double>(n), where);
+      if (n > 100000) throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      g.replicas = static_cast<int>(n);
+      i = 1;
+      if (i < w.size() && (w[i] == "x" || w[i] == "X")) ++i;
+    }
+    if (g.replicas < 1) throw Error("--deployment: '" + text + "': the count must be >= 1; " + kDeploymentForm);
+    if (i >= w.size()) throw Error("--deployment: '" + text + "' names no card; " + kDeploymentForm);
+    g.card = cards().find(w[i++]).name;
+    for (; i < w.size(); ++i) {
+      if (w[i].rfind("tp", 0) == 0 && w[i].size() > 2) {
+        const std::string where = "--deployment '" + text + "': " + w[i];
+        g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
+      } else {
+        parse_precision(w[i], "--deployment '" + text + "'");
+        g.weights = w[i];
+      }
+    }
+    groups.push_back(g);
+  }
+  if (groups.empty()) throw Error("--deployment: empty; " + std::string(kDeploymentForm));
+  return groups;
+}
+
+ScenarioSpec apply_groups(ScenarioSpec s, const std::vector<GroupSpec>& groups) {
+  s.deployment.card = groups[0].card;
+  s.deployment.tp = groups[0].tp;
+  s.deployment.weights = groups[0].weights;
+  s.deployment.kv_cache = "auto";
+  s.replicas = groups[0].replicas;
+  s.extra_groups.clear();
+  for (std::size_t i = 1; i < groups.size(); ++i) {
+    s.extra_groups.push_back({groups[i].card, groups[i].tp, groups[i].replicas, groups[i].weights});
+  }
+  return s;
+}
+
+std::string describe(const std::vector<GroupSpec>& groups) {
+  std::string out;
+  for (const auto& g : groups) {
+    out += (out.empty() ? "" : " + ") + std::to_string(g.replicas) + "x " + g.card +
+           (g.tp > 1 ? " tp" + std::to_string(g.tp) : "") + (g.weights != "auto" ? " " + g.weights : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(std::size_t, std::size_t)>& progress) {
+  CompareAnswer a;
+  a.base = o.base;
+  const ScenarioSpec& base = a.base;
+  validate_names(base);  // unknown names: exit 2 before anything runs
+  if (o.before_search) o.before_search();
+  const PriceBook prices = load_prices_with_overrides(
+      o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),
+      o.price_overrides);
+  std::vector<CompareRow>& rows = a.rows;
+  for (const auto& d : o.deployments) {
+    CompareRow r;
+    r.groups = parse_deployment(d);
+    rows.push_back(r);
+  }
+  if (!o.search_mix.empty()) {
+    std::stringstream in(o.search_mix);
+    std::vector<std::string> names;
+    for (std::string x; std::getline(in, x, ',');) names.push_back(cards().find(x).name);
+    if (names.size() != 2) throw Error("--search-mix: '" + o.search_mix + "' must name two cards, e.g. h100-sxm,rtx-4090");
+    for (int a = 0; a <= o.max_cards; ++a) {
+      for (int b = 0; a + b <= o.max_cards; ++b) {
+        if (a + b == 0) continue;
+        CompareRow r;
+        if (a > 0) r.groups.push_back({a, names[0], 1, "auto"});
+        if (b > 0) r.groups.push_back({b, names[1], 1, "auto"});
+        rows.push_back(r);
+      }
+    }
+  }
+  if (rows.empty()) throw Error("--deployment: give at least one (or --search-mix); " + std::string(kDeploymentForm));
+  // The model every row shares is loaded once here: a bad config is bad input (exit 2), not a
+  // row that "fails" (exit 1 when none is best). Precisions were checked by parse_deployment.
+  (void)models().find(base.deployment.model);
+  for (CompareRow& r : rows) {
+    r.name = describe(r.groups);
+    for (const auto& g : r.groups) {
+      r.cards += g.replicas * g.tp;
+      r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * g.tp;
+    }
+  }
+  plan::run_parallel(
+      rows.size(), plan::default_threads(),
+      [&](std::size_t i) {
+        CompareRow& r = rows[i];
+        try {
+          ScenarioSpec s = apply_groups(base, r.groups);
+          r.eval = plan::evaluate(s, s.replicas, o.min_goodput);
+        } catch (const Error& e) {
+          r.error = e.what();
+        }
+      },
+      progress);
+  // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
+  // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
+  // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
+  // the name, so the verdict never depends on the order the deployments were listed in.
+  a.have_slos = !base.slos.empty() || o.min_goodput;
+  const bool have_slos = a.have_slos;
+  const auto per_usd = [](const CompareRow& r) { return r.eval.result.output_throughput * 3600 / r.usd_per_hour; };
+  std::vector<std::size_t> eligible;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
+    if (!r.error.empty() || r.eval.result.completed == 0) continue;
+    if (have_slos && !r.eval.verdict.met) continue;
+    eligible.push_back(i);
+  }
+  const auto primary_tie = [&](const CompareRow& a, const CompareRow& b) {
+    return have_slos ? std::fabs(a.usd_per_hour - b.usd_per_hour) < 0.005
+                     : std::fabs(per_usd(a) - per_usd(b)) <= 1e-3 * std::max(per_usd(a), per_usd(b));
+  };
+  // The quality criterion that separates a from b (empty when none does), with both values.
+  const auto quality_reason = [&](const CompareRow& a, const CompareRow& b) -> std::string {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return "a worst SLO further inside its bound (" + fmt("%.2f", a.eval.verdict.worst_ratio) +
+             " vs " + fmt("%.2f", b.eval.verdict.worst_ratio) + " of the bound)";
+    }
+    if (x.ttft.p95 != y.ttft.p95) {
+      return "its lower TTFT p95 (" + units::format_time(x.ttft.p95) + " vs " + units::format_time(y.ttft.p95) + ")";
+    }
+    if (x.tpot.p95 != y.tpot.p95) {
+      return "its lower TPOT p95 (" + units::format_time(x.tpot.p95) + " vs " + units::format_time(y.tpot.p95) + ")";
+    }
+    if (x.output_throughput != y.output_throughput) {
+      return "its higher output (" + fmt("%.0f", x.output_throughput) + " vs " + fmt("%.0f", y.output_throughput) + " tok/s)";
+    }
+    return "";
+  };
+  const auto quality_less = [&](const CompareRow& a, const CompareRow& b) {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return a.eval.verdict.worst_ratio < b.eval.verdict.worst_ratio;
+    }
+    if (x.ttft.p95 != y.ttft.p95) return x.ttft.p95 < y.ttft.p95;
+    if (x.tpot.p95 != y.tpot.p95) return x.tpot.p95 < y.tpot.p95;
+    if (x.output_throughput != y.output_throughput) return x.output_throughput > y.output_throughput;
+    if (a.usd_per_hour != b.usd_per_hour) return a.usd_per_hour < b.usd_per_hour;
+    return a.name < b.name;
+  };
+  std::stable_sort(eligible.begin(), eligible.end(), [&](std::size_t ia, std::size_t ib) {
+    const CompareRow &a = rows[ia], &b = rows[ib];
+    if (!primary_tie(a, b)) return have_slos ? a.usd_per_hour < b.usd_per_hour : per_usd(a) > per_usd(b);
+    return quality_less(a, b);
+  });
+  a.best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
+  const int best = a.best;
+  std::string tie_note;  // why the verdict beat a deployment tied with it on the primary criterion
+  if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
+    const CompareRow &a = rows[eligible[0]], &b = rows[eligible[1]];
+    const std::string why = quality_reason(a, b);
+    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar") +
+               "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
+  }
+  nlohmann::json& j = a.json;
+  j["scenario"] = base.name;
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
+    nlohmann::json x = {{"deployment", r.name}, {"cards", r.cards}, {"usd_per_hour", r.usd_per_hour},
+                        {"best", static_cast<int>(i) == best}};
+    if (!r.error.empty()) {
+      x["error"] = r.error;
+    } else {
+      const SimulationResult& s = r.eval.result;
+      x["slos_met"] = r.eval.verdict.met;
+      x["worst_slo"] = r.eval.verdict.worst;
+      x["worst_slo_ratio"] = r.eval.verdict.worst_ratio;
+      x["median_ttft_ms"] = s.ttft.median * 1e3;
+      x["p95_ttft_ms"] = s.ttft.p95 * 1e3;
+      x["p95_tpot_ms"] = s.tpot.p95 * 1e3;
+      x["p95_e2el_ms"] = s.e2el.p95 * 1e3;
+      x["output_throughput"] = s.output_throughput;
+      x["output_tokens_per_usd"] = s.output_throughput * 3600 / r.usd_per_hour;
+      x["usd_per_million_output_tokens"] = s.output_throughput > 0 ? usd_per_million(r.usd_per_hour, s.output_throughput) : 0;
+      x["binding_resource"] = plan::binding_resource(s);
+      x["decision"] = plan::decision_name(r.eval.verdict.decision);
+      x["steady_state"] = steady_state_json(s.steady);
+    }
+    out.push_back(x);
+  }
+  j["deployments"] = out;
+  if (!tie_note.empty()) j["verdict_tie_break"] = tie_note;
+  std::optional<TextTable>& table = a.table;
+  std::ostringstream text;
+  {
+    text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
+    TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
+                 "tok per $", "SLOs", "limited by"});
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const CompareRow& r = rows[i];
+      if (!r.error.empty()) {
+        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-", "n/a",
+               r.error.substr(0, 60)});
+        continue;
+      }
+      const SimulationResult& s = r.eval.result;
+      t.row({(static_cast<int>(i) == best ? "> " : "  ") + r.name, std::to_string(r.cards),
+             units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
+             units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
+             fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
+             have_slos ? (r.eval.verdict.met ? std::string("met")
+                          : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
+                                                                                      : "missed " + r.eval.verdict.worst)
+                       : "-",
+             plan::binding_resource(s)});
+    }
+    t.print(text);
+    table = t;
+    if (best >= 0) {
+      const CompareRow& b = rows[static_cast<std::size_t>(best)];
+      text << "\n  verdict: " << b.name
+                << (have_slos ? " is the cheapest that meets every SLO ($" + fmt("%.2f", b.usd_per_hour) + "/hour)"
+                              : " gives the most output tokens per dollar")
+                << "\n";
+      if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
+    } else {
+      text << "\n  verdict: no deployment meets every SLO\n";
+    }
+  }
+  a.text = text.str();
+  return a;
+}
+
+}  // namespace capsim::scenario
