@@ -204,9 +204,10 @@ TEST_CASE("skip-ahead: chat users with prefix caching, warm-up and an SLO", "[sk
 
 TEST_CASE("skip-ahead: preemption under a small KV cache and max_num_seqs with requests waiting",
           "[skip-ahead]") {
-  // 4% of an H100 for the engine leaves a few hundred KV blocks: long outputs at 6 req/s run the
-  // cache out, so sequences are preempted and recomputed; with 24 sequences at most, requests
-  // also wait while the running set decodes (a quiet stretch with a non-empty queue).
+  // 25% of an H100's 80 GB for the engine leaves about 4 GB for the KV cache after 16 GB of
+  // weights: some 30k tokens at 128 KiB per token, less than 24 sequences of ~1,500 + 600 tokens
+  // need, so at 6 req/s sequences are preempted and recomputed; with 24 sequences at most,
+  // requests also wait while the running set decodes (a quiet stretch with a non-empty queue).
   for (const bool request_path : {true, false}) {
     Deployment d = deployment("llama-3.1-8b", "h100-sxm", 1, "vllm", request_path);
     d.limits.gpu_memory_utilization = 0.25;
