@@ -13,7 +13,8 @@ the ~25 tokens the measured prompt lengths show beyond system + question (re-tok
 measured excess where the row has it. Engine settings are the row's (max_num_seqs,
 max_num_batched_tokens, gpu_memory_utilization, TP, DP as replicas); precision FP16 runs as
 16-bit weights and KV, FP8 as FP8 weights with a 16-bit KV cache (vLLM's default kv-cache-dtype
-auto), MXFP4 as 4-bit weight-only (int4) with 16-bit math, as Hopper runs it.
+auto), MXFP4 as the checkpoint ships it (`--weights auto`: mxfp4 experts, bf16 attention;
+16-bit math on Hopper).
 
 Compared per run: TTFT mean/p50/p90/p99, E2E mean/p50/p90/p99 and the mean time per output token
 (E2E mean - TTFT mean) / (output - 1). Runs whose notes say overloaded, superseded or DP=2 are
@@ -102,9 +103,9 @@ def precision_args(text):
     if t.startswith("fp8"):
         return ["--weights", "fp8", "--kv-cache", "auto"]
     if "mxfp4" in t:
-        # MXFP4 experts on Hopper run as 4-bit weights with 16-bit math (vLLM's Marlin/Triton
-        # MXFP4 MoE kernels): capsim's int4 weight-only (4 bits + group scales) is that.
-        return ["--weights", "int4", "--kv-cache", "auto"]
+        # The checkpoint as shipped (`--weights auto`): MXFP4 routed experts (on Hopper vLLM's
+        # Triton/Marlin MXFP4 MoE kernels, 16-bit math) beside bf16 attention.
+        return ["--weights", "auto", "--kv-cache", "auto"]
     return ["--weights", "fp16", "--kv-cache", "fp16"]
 
 

@@ -35,20 +35,28 @@ int run_fit(const FitOptions& o) {
 
   if (o.json != "-") {
     std::cout << "capsim fit: " << m.name << " on " << d.tp << " x " << d.card.name << " (TP "
-              << d.tp << "), weights " << precision_name(d.weights) << ", KV cache "
+              << d.tp << "), weights " << d.weights_label() << ", KV cache "
               << precision_name(d.kv_cache) << ", engine " << d.engine.name << "\n\n";
     std::cout << "  model: " << fmt("%.2f", m.total_params() / 1e9) << "B parameters";
     if (m.is_moe()) std::cout << " (" << fmt("%.2f", m.active_params() / 1e9) << "B active per token)";
-    std::cout << "; weights " << units::format_bytes(m.weight_bytes(d.weights)) << " ("
-              << units::format_bytes_gib(m.weight_bytes(d.weights)) << ") in "
-              << precision_name(d.weights) << "; KV cache "
+    std::cout << "; weights " << units::format_bytes(d.weight_bytes()) << " ("
+              << units::format_bytes_gib(d.weight_bytes()) << ") in " << precision_name(d.weights)
+              << (d.expert_weights ? std::string(", routed experts in ") +
+                                         std::string(precision_name(*d.expert_weights))
+                                   : std::string())
+              << "; KV cache "
               << fmt("%.1f", m.kv_bytes_per_token(d.kv_cache) / 1024) << " KiB per token\n";
     if (!m.checkpoint_quant.empty()) {
-      // What the upstream checkpoint ships; the plan below uses --weights.
+      // What the upstream checkpoint ships; `--weights auto` (the default) runs it as shipped.
       std::cout << "  checkpoint as shipped: " << m.checkpoint_quant << " (quantization_config), "
                 << units::format_bytes(m.checkpoint_weight_bytes()) << " ("
-                << units::format_bytes_gib(m.checkpoint_weight_bytes())
-                << "); the plan uses --weights " << precision_name(d.weights) << "\n";
+                << units::format_bytes_gib(m.checkpoint_weight_bytes()) << "); "
+                << ((m.checkpoint_quant == "mxfp4" && d.expert_weights == Precision::kMxfp4) ||
+                            (m.checkpoint_quant == "fp8" && d.weights == Precision::kFp8)
+                        ? std::string("the plan below runs it as shipped (--weights auto)")
+                        : "the plan below re-quantises it to --weights " +
+                              std::string(precision_name(d.weights)))
+                << "\n";
     }
     std::cout << "\n";
     TextTable t({"per GPU", "GiB", "GB", "note"});
@@ -57,7 +65,7 @@ int run_fit(const FitOptions& o) {
     t.row({"budget", fmt("%.2f", gib(p.budget)), fmt("%.2f", p.budget / 1e9),
            "gpu_memory_utilization " + fmt("%.2f", d.limits.gpu_memory_utilization) + " x visible"});
     t.row({"- weights", fmt("%.2f", gib(p.weights)), fmt("%.2f", p.weights / 1e9),
-           std::string(precision_name(d.weights)) + (d.tp > 1 ? ", 1/" + std::to_string(d.tp) + " per GPU" : "")});
+           d.weights_label() + (d.tp > 1 ? ", 1/" + std::to_string(d.tp) + " per GPU" : "")});
     t.row({"- activations", fmt("%.2f", gib(p.activations)), fmt("%.2f", p.activations / 1e9),
            "peak at max_num_batched_tokens " + std::to_string(d.limits.max_num_batched_tokens)});
     t.row({"- runtime", fmt("%.2f", gib(p.runtime)), fmt("%.2f", p.runtime / 1e9),

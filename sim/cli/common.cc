@@ -19,8 +19,9 @@ void add_deployment_flags(CLI::App& app, DeploymentSpec& d, bool with_limits) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   app.add_option("--weights,--dtype", d.weights,
-                 "weight precision: auto (bf16, or fp16 where the card lacks bf16), fp32, bf16, "
-                 "fp16, fp8, int8, int4")
+                 "weight precision: auto (the checkpoint as shipped: its quantization_config, e.g. "
+                 "gpt-oss's mxfp4 experts or DeepSeek-V3's fp8; else bf16, or fp16 where the card "
+                 "lacks bf16), fp32, bf16, fp16, fp8, int8, int4, nvfp4, mxfp4")
       ->capture_default_str();
   app.add_option("--kv-cache,--kv-cache-dtype", d.kv_cache,
                  "KV-cache precision: auto (the 16-bit type of the card), bf16, fp16, fp8")

@@ -20,7 +20,7 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
     card_option_ = bind_dep(&DeploymentSpec::card, "--card,-c", "card type (capsim list cards; default h100-sxm); "
                             "over a scenario file, the card's own 16-bit type and vLLM limits replace the file card's defaults");
     bind_dep(&DeploymentSpec::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
-    weights_option_ = bind_dep(&DeploymentSpec::weights, "--weights,--dtype", "weights: auto, bf16, fp16, fp8, int8, int4");
+    weights_option_ = bind_dep(&DeploymentSpec::weights, "--weights,--dtype", "weights: auto (the checkpoint as shipped), bf16, fp16, fp8, int8, int4, nvfp4, mxfp4");
     kv_option_ = bind_dep(&DeploymentSpec::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }
   bind_dep(&DeploymentSpec::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy, or a path to an engine .yaml");

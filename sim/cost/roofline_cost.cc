@@ -19,11 +19,9 @@ const char* bound_name(Bound b) {
 namespace {
 
 // Bytes per parameter of a quantised linear layer, as ModelSpec::weight_bytes counts them:
-// the element plus, for int4, one fp16 scale and one fp16 zero point per group of 128 (fp8/int8
-// per-channel scales are negligible at this granularity).
-double linear_bytes_per_param(Precision w) {
-  return element_bytes(w) + (w == Precision::kInt4 ? 4.0 / 128.0 : 0.0);
-}
+// the element plus its group scales (int4, nvfp4, mxfp4; fp8/int8 per-channel scales are
+// negligible at this granularity).
+double linear_bytes_per_param(Precision w) { return quantized_weight_bytes(w); }
 
 }  // namespace
 
@@ -52,6 +50,7 @@ RooflineCost::RooflineCost(const Deployment& d) {
   router_params_ = static_cast<double>(m.router_params());
   lm_head_params_ = static_cast<double>(m.vocab * m.hidden) / tp;
   linear_bytes_per_param_ = linear_bytes_per_param(d.weights);
+  expert_bytes_per_param_ = linear_bytes_per_param(d.routed_expert_weights());
   kv_bytes_per_token_layer_ = m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache);
   const double heads_per_rank = static_cast<double>(m.heads) / tp;
   if (m.attention == AttentionKind::kLatent) {
@@ -148,7 +147,8 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
     // experts a step reads is E (1 - (1 - k/E)^T).
     const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
     const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
-    const double bytes = (hit * expert_params_ + shared_params_) * wb + router_params_ * act +
+    const double bytes = hit * expert_params_ * expert_bytes_per_param_ + shared_params_ * wb +
+                         router_params_ * act +
                          2 * t * hidden_ * act;
     add("moe_mlp", flops, bytes, gemm_rate_, 3, moe_layers_, bandwidth_);
     // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the

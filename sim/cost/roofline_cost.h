@@ -38,6 +38,7 @@ class RooflineCost : public StepCost {
   double expert_params_ = 0, shared_params_ = 0, router_params_ = 0;
   double lm_head_params_ = 0;
   double linear_bytes_per_param_ = 2;
+  double expert_bytes_per_param_ = 2;  // routed experts (a checkpoint as shipped may differ)
   double kv_bytes_per_token_layer_ = 0;
   double attention_flops_per_pair_ = 0;  // per layer per rank
   double hidden_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -28,6 +29,26 @@ int& calibration_setting() {
 int whole(double v, const std::string& where) {
   if (v != std::floor(v) || v > 1e6) throw Error(where + ": expected a whole number");
   return static_cast<int>(v);
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Plausibility bounds of a card file's numbers: generous (a few times today's largest part), so
+// that only a typo or a unit slip (GB/s written as TB/s, a sparse rate times 1000) is refused,
+// with the field, the value and the accepted range in the message.
+void check_range(const YamlDoc& doc, const std::string& field, double v, double lo, double hi,
+                 bool lo_inclusive, const std::string& unit, double scale) {
+  const bool low = lo_inclusive ? v < lo : v <= lo;
+  if (low || v > hi || !std::isfinite(v)) {
+    throw Error(doc.where(field) + ": " + number(v / scale) + " " + unit +
+                " is outside the accepted range " + (lo_inclusive ? "[" : "(") +
+                number(lo / scale) + ", " + number(hi / scale) + "] " +
+                unit);
+  }
 }
 
 }  // namespace
@@ -106,6 +127,8 @@ Card CardCatalogue::load_file(const std::string& path) {
   c.memory_bandwidth = doc.quantity("memory_bandwidth", Kind::kBandwidth);
   if (c.memory_bytes <= 0) throw Error(doc.where("memory") + ": must be > 0");
   if (c.memory_bandwidth <= 0) throw Error(doc.where("memory_bandwidth") + ": must be > 0");
+  check_range(doc, "memory", c.memory_bytes, 0, 16e12, false, "GB", 1e9);
+  check_range(doc, "memory_bandwidth", c.memory_bandwidth, 0, 100e12, false, "GB/s", 1e9);
   if (c.visible_memory_bytes > c.memory_bytes * 1.1) {
     throw Error(doc.where("memory_visible") + ": larger than memory");
   }
@@ -118,7 +141,13 @@ Card CardCatalogue::load_file(const std::string& path) {
     const std::string key = yaml_scalar(kv.first, doc.where("dense_peak"));
     const Precision p = parse_precision(key, doc.where("dense_peak." + key));
     c.dense_peak[p] = doc.quantity("dense_peak." + key, Kind::kCompute);
+    check_range(doc, "dense_peak." + key, c.dense_peak[p], 0, 1e18, false, "TFLOPS", 1e12);
     c.sources["dense_peak." + key] = doc.source_of("dense_peak." + key);
+  }
+  // One FP4 tensor-core rate serves both 4-bit float formats (key `fp4` = nvfp4).
+  for (const auto& [from, to] : {std::pair{Precision::kNvfp4, Precision::kMxfp4},
+                                std::pair{Precision::kMxfp4, Precision::kNvfp4}}) {
+    if (c.dense_peak.count(from) && !c.dense_peak.count(to)) c.dense_peak[to] = c.dense_peak[from];
   }
   c.nvlink_bandwidth =
       doc.optional_quantity("interconnect.nvlink_bandwidth", Kind::kBandwidth).value_or(0);
@@ -130,14 +159,20 @@ Card CardCatalogue::load_file(const std::string& path) {
                             doc.where("interconnect.pcie_generation"));
   c.pcie_lanes = whole(doc.optional_quantity("interconnect.pcie_lanes", std::nullopt).value_or(16),
                        doc.where("interconnect.pcie_lanes"));
+  check_range(doc, "interconnect.nvlink_bandwidth", c.nvlink_bandwidth, 0, 100e12, true, "GB/s", 1e9);
+  check_range(doc, "interconnect.nvlink_gpus", c.nvlink_gpus, 0, 1024, true, "GPUs", 1);
+  check_range(doc, "interconnect.pcie_generation", c.pcie_generation, 1, 7, true, "", 1);
+  check_range(doc, "interconnect.pcie_lanes", c.pcie_lanes, 1, 256, true, "lanes", 1);  // CPUs: 160
   c.peer_to_peer = doc.has("interconnect.peer_to_peer") && doc.flag("interconnect.peer_to_peer");
   c.tdp_watts = doc.quantity("tdp", Kind::kPower);
+  check_range(doc, "tdp", c.tdp_watts, 0, 20e3, false, "W", 1);
   c.ecc = doc.flag("ecc");
   c.mig_instances = whole(doc.optional_quantity("mig_instances", std::nullopt).value_or(0),
                           doc.where("mig_instances"));
   c.bandwidth_efficiency = doc.quantity("efficiency.memory_bandwidth", std::nullopt);
   c.compute_efficiency = doc.quantity("efficiency.compute", std::nullopt);
   c.kernel_floor_s = doc.optional_quantity("efficiency.kernel_floor", Kind::kTime).value_or(0);
+  check_range(doc, "efficiency.kernel_floor", c.kernel_floor_s, 0, 1e-3, true, "us", 1e-6);
   c.compute_efficiency_fp8 = doc.optional_quantity("efficiency.compute_fp8", std::nullopt).value_or(0);
   if (c.compute_efficiency_fp8 > 1) {
     throw Error(doc.where("efficiency.compute_fp8") + ": " + std::to_string(c.compute_efficiency_fp8) +

@@ -13,34 +13,38 @@ const std::vector<ArchitectureSupport> kTable = {
     // Turing (T4): no bf16 [vllm-bf16]; no FP8 of any kind: FP8 W8A8 needs 8.9 and FP8 Marlin
     // needs 8.0 [vllm-fp8, vllm-hw Marlin row]; INT8 W8A8 and AWQ/GPTQ have Turing kernels
     // [vllm-hw]. FP8 KV cache: UNVERIFIED for sm75 in vLLM V1's attention backends, refused.
-    {"turing", "7.5", false, false, false, true, true, false, false,
+    {"turing", "7.5", false, false, false, true, true, false, false, false,
      "vLLM supported_hardware.html (Turing column: AWQ, GPTQ, INT8 W8A8 yes; Marlin, FP8 W8A8 no); "
      "bf16 needs compute capability 8.0; fp8 KV cache on Turing UNVERIFIED, refused"},
     // Ampere (A100, A10, A10G, RTX 3090): bf16; FP8 weight-only through FP8 Marlin; INT8 W8A8;
     // AWQ/GPTQ (incl. Marlin). FP8 KV cache: stored as fp8, computed in 16-bit [vllm-kv].
-    {"ampere", "8.0/8.6", true, false, true, true, true, false, true,
+    {"ampere", "8.0/8.6", true, false, true, true, true, false, true, true,
      "vLLM supported_hardware.html (Ampere column: AWQ, GPTQ, Marlin GPTQ/AWQ/FP8, INT8 W8A8 yes; "
      "FP8 W8A8 no); fp8.html: FP8 models run weight-only (W8A16) on compute capability 8.0; "
-     "quantized_kvcache.html: fp8 KV cache"},
+     "quantized_kvcache.html: fp8 KV cache; nvfp4/mxfp4 weight-only through Marlin FP4 "
+     "(marlin_utils_fp4.py, vllm issue #31085)"},
     // Ada (L4, L40S, RTX 4090): FP8 W8A8 from 8.9 [vllm-fp8].
-    {"ada", "8.9", true, true, true, true, true, false, true,
+    {"ada", "8.9", true, true, true, true, true, false, true, true,
      "vLLM supported_hardware.html (Ada column: all of AWQ, GPTQ, Marlin, INT8 W8A8, FP8 W8A8); "
-     "fp8.html: FP8 computation from compute capability 8.9"},
-    {"hopper", "9.0", true, true, true, true, true, false, true,
-     "vLLM supported_hardware.html (Hopper column: all of AWQ, GPTQ, Marlin, INT8 W8A8, FP8 W8A8)"},
+     "fp8.html: FP8 computation from compute capability 8.9; nvfp4/mxfp4 weight-only through "
+     "Marlin FP4 (marlin_utils_fp4.py, vllm issue #31085)"},
+    {"hopper", "9.0", true, true, true, true, true, false, true, true,
+     "vLLM supported_hardware.html (Hopper column: all of AWQ, GPTQ, Marlin, INT8 W8A8, FP8 W8A8); "
+     "nvfp4/mxfp4 weight-only (no FP4 tensor cores): Triton MXFP4 MoE or Marlin FP4 "
+     "(mxfp4.py, marlin_utils_fp4.py, vllm issue #31085)"},
     // Blackwell (B200): FP4 tensor cores [nvfp4]; the quantisation table predates a Blackwell
     // column, so the rest is ASSUMED as Hopper (UNVERIFIED).
-    {"blackwell", "10.0", true, true, true, true, true, true, true,
+    {"blackwell", "10.0", true, true, true, true, true, true, true, true,
      "NVIDIA Blackwell technical brief (FP4 tensor cores); other columns ASSUMED as Hopper, "
      "UNVERIFIED (vLLM supported_hardware.html has no Blackwell column)"},
     // CDNA3 (MI300X): the "AMD GPU" column lists FP8 W8A8 only; AWQ, GPTQ, Marlin and INT8 W8A8
     // are not listed for AMD GPUs (recalled; UNVERIFIED line by line).
-    {"cdna3", "-", true, true, false, false, false, false, true,
+    {"cdna3", "-", true, true, false, false, false, false, false, true,
      "vLLM supported_hardware.html (AMD GPU column: FP8 W8A8 yes; AWQ, GPTQ, Marlin, INT8 W8A8 "
      "no; UNVERIFIED line by line); quantized_kvcache.html: fp8 KV cache on ROCm"},
     // x86 CPU (Sapphire Rapids server): AWQ, GPTQ, INT8 W8A8 yes; FP8 no [vllm-hw x86 column];
     // bf16 through AMX. FP8 KV cache on CPU: UNVERIFIED, refused.
-    {"sapphire-rapids", "-", true, false, false, true, true, false, false,
+    {"sapphire-rapids", "-", true, false, false, true, true, false, false, false,
      "vLLM supported_hardware.html (x86 CPU column: AWQ, GPTQ, INT8 W8A8 yes; FP8 no); fp8 KV "
      "cache on CPU UNVERIFIED, refused"},
 };
@@ -91,6 +95,10 @@ std::optional<std::string> precision_unsupported(const Card& card, Precision w, 
       break;
     case Precision::kInt4:
       if (!s->int4_weight_only) return refuse("--weights", w, "INT4 AWQ/GPTQ");
+      break;
+    case Precision::kNvfp4:
+    case Precision::kMxfp4:
+      if (!s->fp4 && !s->fp4_weight_only) return refuse("--weights", w, "FP4 (tensor-core or Marlin weight-only)");
       break;
     default: break;
   }

@@ -17,6 +17,14 @@
 //  [vllm-kv]  vLLM docs, "Quantized KV Cache",
 //             https://docs.vllm.ai/en/latest/features/quantization/quantized_kvcache.html.
 //  [nvfp4]    NVIDIA Blackwell architecture technical brief: FP4 (NVFP4) tensor cores on B200.
+//  [marlin-fp4] vLLM's FP4 weight-only fallback: on a GPU without FP4 tensor cores vLLM logs
+//             "Your GPU does not have native support for FP4 computation but FP4 quantization is
+//             being used. Weight-only FP4 compression will be used leveraging the Marlin kernel"
+//             (vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py, quoted in
+//             vllm-project/vllm issue #31085, v0.13, gpt-oss-120b MXFP4); mxfp4.py picks a
+//             Triton MXFP4 MoE backend on compute capability 9.x and Marlin elsewhere; Marlin
+//             needs compute capability 8.0 (NVFP4 checkpoints served on RTX 3090s through it:
+//             noonghunna/club-3090 discussion #608, vLLM v0.24).
 // Entries marked UNVERIFIED in the .cc were recalled, not re-read line by line.
 #pragma once
 
@@ -38,7 +46,8 @@ struct ArchitectureSupport {
   bool fp8_weight_only = false;   // FP8 weights dequantised to 16-bit math (FP8 Marlin)
   bool int8_w8a8 = false;         // INT8 weights and INT8 math
   bool int4_weight_only = false;  // AWQ / GPTQ 4-bit weights, 16-bit math
-  bool fp4 = false;               // FP4 (NVFP4/MXFP4) tensor-core math; capsim has no fp4 type yet
+  bool fp4 = false;               // FP4 (NVFP4/MXFP4) tensor-core math
+  bool fp4_weight_only = false;   // FP4 weights dequantised to 16-bit math (Marlin FP4)
   bool fp8_kv_cache = false;      // --kv-cache-dtype fp8
   std::string_view source;        // citation of the row
 };

@@ -22,6 +22,12 @@ Precision native_half(const Card& card) {
   return card.supports(Precision::kBf16) ? Precision::kBf16 : Precision::kFp16;
 }
 
+std::string Deployment::weights_label() const {
+  std::string out(precision_name(weights));
+  if (expert_weights) out += " (experts " + std::string(precision_name(*expert_weights)) + ")";
+  return out;
+}
+
 Precision Deployment::compute_precision() const {
   switch (weights) {
     case Precision::kFp8:
@@ -29,6 +35,8 @@ Precision Deployment::compute_precision() const {
     case Precision::kInt8:
       return card.supports(Precision::kInt8) ? Precision::kInt8 : native_half(card);
     case Precision::kInt4: return native_half(card);
+    case Precision::kNvfp4:
+    case Precision::kMxfp4: return card.supports(weights) ? weights : native_half(card);
     case Precision::kFp32:
     case Precision::kTf32: return card.supports(Precision::kFp32) ? Precision::kFp32 : weights;
     default: return weights;
@@ -51,10 +59,10 @@ void Deployment::validate() const {
   }
   if (weights == Precision::kTf32) {
     throw Error("--weights: tf32 is a math mode, not a storage precision; accepted: fp32, "
-                "bf16, fp16, fp8, int8, int4");
+                "bf16, fp16, fp8, int8, int4, nvfp4, mxfp4");
   }
   if (kv_cache == Precision::kInt4 || kv_cache == Precision::kTf32 ||
-      kv_cache == Precision::kInt8) {
+      kv_cache == Precision::kInt8 || is_fp4(kv_cache)) {
     throw Error("--kv-cache: " + std::string(precision_name(kv_cache)) +
                 " is not a KV-cache precision capsim models; accepted: fp32, bf16, fp16, fp8");
   }
@@ -66,6 +74,12 @@ void Deployment::validate() const {
   }
   // What the engines have kernels for, per architecture (fp8 on a T4, int8 on an MI300X).
   if (const auto why = precision_unsupported(card, weights, kv_cache)) throw Error(*why);
+  if (expert_weights) {
+    if (const auto why = precision_unsupported(card, *expert_weights, kv_cache)) {
+      throw Error(*why + " (the checkpoint's routed experts, as shipped; --weights bf16 or another "
+                  "precision re-quantises them)");
+    }
+  }
   if (!card.supports(compute_precision())) {
     throw Error("--weights: " + std::string(precision_name(weights)) + " needs " +
                 std::string(precision_name(compute_precision())) + " math, which " + card.name +

@@ -2,6 +2,7 @@
 // profile and the engine's scheduler limits (named as vLLM names them).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "sim/cost/engine_profile.h"
@@ -36,12 +37,22 @@ struct Deployment {
   EngineProfile engine;
   int tp = 1;
   Precision weights = Precision::kBf16;
+  // The routed experts' matrices when they differ from `weights`: a checkpoint run as shipped
+  // (gpt-oss: bf16 attention, mxfp4 experts). Unset = `weights`.
+  std::optional<Precision> expert_weights;
   Precision kv_cache = Precision::kBf16;
   SchedulerLimits limits;
 
   // The precision tensor-core math runs at: fp8/int8 weights use fp8/int8 math only where the
-  // card has it (otherwise weight-only kernels dequantise to 16-bit); int4 is weight-only.
+  // card has it (otherwise weight-only kernels dequantise to 16-bit); int4 is weight-only;
+  // nvfp4/mxfp4 use FP4 math where the card has FP4 tensor cores (Blackwell), else they run
+  // weight-only through the Marlin FP4 kernels.
   Precision compute_precision() const;
+  Precision routed_expert_weights() const { return expert_weights.value_or(weights); }
+  // "bf16", or "bf16 (experts mxfp4)" for a checkpoint run as shipped.
+  std::string weights_label() const;
+  // Total weight bytes of the model at these precisions (all GPUs of the TP group together).
+  double weight_bytes() const { return model.weight_bytes(weights, routed_expert_weights()); }
   // Throws capsim::Error when the card cannot run this combination (e.g. bf16 on a T4, TP not
   // dividing the attention heads, TP > 8).
   void validate() const;

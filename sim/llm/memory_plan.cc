@@ -82,7 +82,7 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   p.context = context;
   p.visible = d.card.visible_memory_bytes;
   p.budget = d.limits.gpu_memory_utilization * p.visible;
-  p.weights = m.weight_bytes(d.weights) / d.tp;
+  p.weights = d.weight_bytes() / d.tp;
   const long long profile_seqs =
       std::min<long long>(d.limits.max_num_seqs, d.limits.max_num_batched_tokens);
   p.activations = activation_peak_bytes(m, d.tp, d.limits.max_num_batched_tokens, profile_seqs);

@@ -240,18 +240,43 @@ double ModelSpec::weight_bytes(Precision w) const {
     case Precision::kBf16: return 2 * (q + rest);
     case Precision::kFp8:
     case Precision::kInt8: return q + 4 * rows + 2 * rest;
-    case Precision::kInt4: return 0.5 * q + (q / 128.0) * 4 + 2 * rest;
+    case Precision::kInt4:
+    case Precision::kNvfp4:
+    case Precision::kMxfp4: return quantized_weight_bytes(w) * q + 2 * rest;
   }
   return 2 * (q + rest);
+}
+
+double ModelSpec::routed_expert_matrix_params() const {
+  return static_cast<double>(moe_layers) * static_cast<double>(experts) * 3.0 *
+         static_cast<double>(hidden) * static_cast<double>(expert_intermediate);
+}
+
+double ModelSpec::weight_bytes(Precision w, Precision expert_w) const {
+  const double all = weight_bytes(w);
+  if (expert_w == w || moe_layers == 0) return all;
+  // Swap the routed experts' matrices (and, for fp8/int8, their per-output-channel scales)
+  // from `w` to `expert_w`.
+  const double e = routed_expert_matrix_params();
+  const double e_rows = static_cast<double>(moe_layers) * static_cast<double>(experts) *
+                        static_cast<double>(2 * expert_intermediate + hidden);
+  const auto bytes_at = [&](Precision p) {
+    switch (p) {
+      case Precision::kFp32:
+      case Precision::kTf32: return 4 * e;
+      case Precision::kFp8:
+      case Precision::kInt8: return e + 4 * e_rows;
+      default: return quantized_weight_bytes(p) * e;
+    }
+  };
+  return all - bytes_at(w) + bytes_at(expert_w);
 }
 
 double ModelSpec::checkpoint_weight_bytes() const {
   const double total = static_cast<double>(total_params());
   if (checkpoint_quant == "mxfp4") {
-    const double experts_w =
-        static_cast<double>(moe_layers) * static_cast<double>(experts) * 3.0 *
-        static_cast<double>(hidden) * static_cast<double>(expert_intermediate);
-    return experts_w * (0.5 + 1.0 / 32.0) + 2.0 * (total - experts_w);
+    const double experts_w = routed_expert_matrix_params();
+    return experts_w * quantized_weight_bytes(Precision::kMxfp4) + 2.0 * (total - experts_w);
   }
   if (checkpoint_quant == "fp8") {
     const double q = static_cast<double>(quantizable_params());

@@ -60,7 +60,8 @@ struct ModelSpec {
   bool router_score_bias = false;
   // Checkpoint quantisation as shipped (config.json quantization_config.quant_method): "mxfp4"
   // (gpt-oss: routed experts only), "fp8" (DeepSeek-V3: 128x128 blocks), "" when none or not
-  // modelled. Reported only: --weights alone sets the precision the memory plan uses.
+  // modelled. `--weights auto` runs the checkpoint as shipped (Deployment::expert_weights,
+  // scenario DeploymentSpec::resolve); an explicit --weights re-quantises every linear layer.
   std::string checkpoint_quant;
   std::int64_t extra_params = 0;         // parts outside the text stack (vision tower), counted, never run
   std::string extra_params_note;
@@ -93,8 +94,14 @@ struct ModelSpec {
   // ---- Bytes ----
   // Weight bytes at a precision, with the scale overhead of quantised formats
   // (docs/cost-model.md#weights): fp8/int8 one fp32 scale per output channel; int4 one fp16
-  // scale and one fp16 zero point per group of 128 weights. Embeddings and lm_head stay 16-bit.
+  // scale and one fp16 zero point per group of 128 weights; nvfp4 one FP8 scale per 16; mxfp4
+  // one E8M0 scale per 32. Embeddings and lm_head stay 16-bit.
   double weight_bytes(Precision weights) const;
+  // The same with the routed experts' matrices at `experts` (a checkpoint as shipped: gpt-oss
+  // keeps attention in bf16 and its experts in mxfp4).
+  double weight_bytes(Precision weights, Precision experts) const;
+  // Parameters of all routed experts' matrices (every MoE layer).
+  double routed_expert_matrix_params() const;
   // Bytes of the checkpoint as shipped, 0 when `checkpoint_quant` is empty:
   //   mxfp4: routed-expert matrices at 4 bits + one 8-bit (E8M0) scale per 32 values
   //          = 0.53125 B each (OCP MX v1.0); everything else 16-bit;

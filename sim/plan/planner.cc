@@ -80,7 +80,9 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           s.deployment.kv_cache = kv;
           try {
             const Deployment d = s.deployment.resolve();
-            c.weights = std::string(precision_name(d.weights));
+            // A checkpoint run as shipped keeps the spec ("auto"): re-resolving a plain "bf16"
+            // would re-quantise gpt-oss's mxfp4 experts.
+            c.weights = d.expert_weights ? w : std::string(precision_name(d.weights));
             c.kv = std::string(precision_name(d.kv_cache));
             const MemoryPlan mp = plan_memory(d, 1);
             if (!mp.fits) {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
@@ -24,11 +25,20 @@ bool is_year_month(const std::string& s) {
 }
 
 // A {value, source, date} entry: YamlDoc checks value and source; the date is ours.
-SourcedPrice read_price(const YamlDoc& doc, const std::string& field, bool allow_zero) {
+// `max` bounds a plausible value (a unit slip such as a monthly rent given per hour, or a
+// per-node price, is refused); `what` names the unit in the message.
+SourcedPrice read_price(const YamlDoc& doc, const std::string& field, bool allow_zero, double max,
+                        const char* what) {
   SourcedPrice p;
   p.value = doc.quantity(field, std::nullopt);
   if (!allow_zero && p.value <= 0) {
     throw Error(doc.where(field) + ": value must be > 0 (US dollars)");
+  }
+  if (p.value > max || !std::isfinite(p.value)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ": %g is outside the accepted range (0, %g] US dollars %s",
+                  p.value, max, what);
+    throw Error(doc.where(field) + buf);
   }
   p.source = doc.source_of(field);
   const auto date = doc.optional_string(field + ".date");
@@ -64,8 +74,9 @@ PriceOverride parse_price_override(const std::string& text) {
     throw Error("--price: '" + value + "' (for " + o.card + ") is not a plain number; " +
                 kOverrideForm);
   }
-  if (v <= 0) {
-    throw Error("--price: " + o.card + "=" + value + ": a price must be > 0; " + kOverrideForm);
+  if (v <= 0 || v > 1000) {
+    throw Error("--price: " + o.card + "=" + value + ": a price must be in (0, 1000] US dollars per "
+                "card-hour; " + kOverrideForm);
   }
   o.usd_per_hour = v;
   return o;
@@ -75,7 +86,7 @@ PriceBook PriceBook::load(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
   PriceBook book;
   book.path_ = path;
-  book.electricity_ = read_price(doc, "electricity_usd_per_kwh", false);
+  book.electricity_ = read_price(doc, "electricity_usd_per_kwh", false, 10, "per kWh");
   const YAML::Node cards = doc.find("cards");
   if (!cards || !cards.IsMap()) {
     throw Error(doc.where("cards") +
@@ -99,9 +110,9 @@ PriceBook PriceBook::load(const std::string& path) {
     }
     CardPrice price;
     price.card = name;
-    price.rent = read_price(doc, base + ".usd_per_hour", false);
+    price.rent = read_price(doc, base + ".usd_per_hour", false, 1000, "per card-hour");
     if (doc.has(base + ".purchase_usd")) {
-      price.purchase = read_price(doc, base + ".purchase_usd", false);
+      price.purchase = read_price(doc, base + ".purchase_usd", false, 10e6, "per card");
     }
     book.prices_[name] = price;
   }

@@ -75,7 +75,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   std::ostringstream text;
   a.title = "capsim capacity: " + d.model.name + " on " + std::to_string(base.replicas) + " x " +
                             d.card.name + (d.tp > 1 ? " tp" + std::to_string(d.tp) : "") + " (" +
-                            std::string(precision_name(d.weights)) + ")";
+                            d.weights_label() + ")";
   a.verdict =
       capacity > 0 ? (axis.whole ? fmt("%.0f", capacity) : fmt("%.2f", capacity)) + " " + axis.name +
                          " meet every SLO (" + std::to_string(evaluations) + " simulations)"

@@ -1,5 +1,6 @@
 #include "sim/scenario/deployment_spec.h"
 
+#include "sim/hardware/precision_support.h"
 #include "sim/scenario/catalogues.h"
 
 namespace capsim::scenario {
@@ -16,7 +17,21 @@ Deployment DeploymentSpec::resolve() const {
   d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : engines().find(engine);
   d.tp = tp;
   const Precision half = native_half(d.card);
-  d.weights = weights == "auto" ? half : parse_precision(weights, "--weights");
+  if (weights == "auto") {
+    // As vLLM loads a checkpoint (its quantization_config decides, not --dtype): gpt-oss's
+    // mxfp4 experts beside bf16 attention; DeepSeek-V3's fp8. Where the card has no kernel for
+    // the shipped format the 16-bit weights are used, and the memory plan says whether they fit.
+    d.weights = half;
+    if (d.model.checkpoint_quant == "mxfp4" &&
+        !precision_unsupported(d.card, Precision::kMxfp4, half)) {
+      d.expert_weights = Precision::kMxfp4;
+    } else if (d.model.checkpoint_quant == "fp8" &&
+               !precision_unsupported(d.card, Precision::kFp8, half)) {
+      d.weights = Precision::kFp8;
+    }
+  } else {
+    d.weights = parse_precision(weights, "--weights");
+  }
   if (kv_cache == "auto") {
     d.kv_cache = (d.weights == Precision::kFp32) ? Precision::kFp32 : half;
   } else {

@@ -10,7 +10,7 @@ namespace {
 
 nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
   const ModelSpec& m = d.model;
-  return {
+  nlohmann::json j = {
       {"model", m.name},
       {"card", d.card.name},
       {"tp", d.tp},
@@ -23,7 +23,7 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
       {"block_size", d.limits.block_size},
       {"total_params", m.total_params()},
       {"active_params", m.active_params()},
-      {"weight_bytes_total", m.weight_bytes(d.weights)},
+      {"weight_bytes_total", d.weight_bytes()},
       {"kv_bytes_per_token_total", m.kv_bytes_per_token(d.kv_cache)},
       {"per_gpu",
        {{"visible_bytes", p.visible},
@@ -50,6 +50,9 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
       {"shortfall_bytes_per_gpu", p.shortfall},
       {"reason", p.reason},
   };
+  // Only for a checkpoint run as shipped (gpt-oss: the routed experts in mxfp4).
+  if (d.expert_weights) j["expert_weights"] = precision_name(*d.expert_weights);
+  return j;
 }
 
 // Alternatives worth trying when a deployment does not fit, each re-planned: on the same card
@@ -85,6 +88,7 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
         Deployment d = base;
         d.tp = tp;
         d.weights = w;
+        if (w != base.weights) d.expert_weights.reset();  // --weights re-quantises every layer
         d.kv_cache = kv;
         MemoryPlan plan;
         if (!fits(d, plan)) continue;

@@ -112,6 +112,7 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                       {"block_size", d.limits.block_size},
                       {"gpu_memory_utilization", d.limits.gpu_memory_utilization},
                       {"enable_prefix_caching", d.limits.enable_prefix_caching}});
+    if (d.expert_weights) groups.back()["expert_weights"] = precision_name(*d.expert_weights);
   }
   j["deployment"] = groups;
   j["router"] = b.config.router;

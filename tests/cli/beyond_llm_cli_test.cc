@@ -150,7 +150,8 @@ TEST_CASE("cli: batch-serve bad input is pinned", "[cli]") {
   r = run_capsim("batch-serve --model bert-base-uncased --card t4 --rate 1 --price t4=0");
   CHECK(r.status == 2);
   CHECK(r.err ==
-        "capsim: error: --price: t4=0: a price must be > 0; accepted form: --price "
+        "capsim: error: --price: t4=0: a price must be in (0, 1000] US dollars per card-hour; "
+        "accepted form: --price "
         "CARD=USD_PER_HOUR, e.g. --price h100-sxm=2.49 (US dollars per GPU-hour, a plain number "
         "> 0; repeat the flag for several cards)\n");
 }

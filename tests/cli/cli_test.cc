@@ -203,7 +203,8 @@ TEST_CASE("cli: bad input exits 2 with a message naming the flag and what is acc
     CHECK(r.out.empty());
     CHECK(r.err ==
           "capsim: error: --weights: unknown precision 'fp9'; accepted: fp32, tf32, fp16, bf16, "
-          "fp8, int8, int4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq)\n");
+          "fp8, int8, int4, nvfp4, mxfp4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq, "
+          "fp4 = nvfp4)\n");
   }
   SECTION("roofline of an empty step") {
     const Result r = run_capsim("roofline --model llama-3.1-8b --batch 0");

@@ -15,6 +15,7 @@
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/model_spec.h"
+#include "tests/cost/breakdown_groups.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -65,21 +66,8 @@ BatchShape prefill(int tokens, int cached = 0) {
   return b;
 }
 
-const OperatorCost& group(const StepBreakdown& s, const std::string& name) {
-  for (const auto& g : s.groups) {
-    if (g.group == name) return g;
-  }
-  FAIL("no operator group " << name);
-  static OperatorCost none;
-  return none;
-}
-
-bool has_group(const StepBreakdown& s, const std::string& name) {
-  for (const auto& g : s.groups) {
-    if (g.group == name) return true;
-  }
-  return false;
-}
+using test::group;
+using test::has_group;
 
 }  // namespace
 

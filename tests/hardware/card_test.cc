@@ -248,11 +248,25 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
   SECTION("an unknown precision in dense_peak") {
     CHECK(load_error(with("  bf16: {value: 100TFLOPS", "  fp6: {value: 100TFLOPS")) ==
           f + ": dense_peak.fp6: unknown precision 'fp6'; accepted: fp32, tf32, fp16, bf16, "
-              "fp8, int8, int4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq)");
+              "fp8, int8, int4, nvfp4, mxfp4 (also float16, bfloat16, fp8_e4m3, fp8_e5m2, awq, gptq, "
+              "fp4 = nvfp4)");
   }
   SECTION("an efficiency above 1") {
     CHECK(load_error(with("compute: {value: 0.7,", "compute: {value: 1.2,")) ==
           f + ": efficiency.compute: 1.200000 is not a fraction in (0, 1]");
+  }
+  SECTION("numbers outside their plausible range: a unit slip is refused, naming the range") {
+    // 1 PB/s: a TB/s figure typed as PB/s; the bound is 100 TB/s (= 100000 GB/s).
+    CHECK(load_error(with("{value: 1TB/s,", "{value: 1000TB/s,")) ==
+          f + ": memory_bandwidth: 1e+06 GB/s is outside the accepted range (0, 100000] GB/s");
+    // 24 PB of memory on one card; the bound is 16 TB (= 16000 GB).
+    CHECK(load_error(with("{value: 24GB,", "{value: 24000TB,")) ==
+          f + ": memory: 2.4e+07 GB is outside the accepted range (0, 16000] GB");
+    // A dense peak of 100 EFLOPS per card (1e6 TFLOPS bound = 1 EFLOPS).
+    CHECK(load_error(with("{value: 100TFLOPS,", "{value: 100000000TFLOPS,")) ==
+          f + ": dense_peak.bf16: 1e+08 TFLOPS is outside the accepted range (0, 1e+06] TFLOPS");
+    CHECK(load_error(with("{value: 300W,", "{value: 300000W,")) ==
+          f + ": tdp: 300000 W is outside the accepted range (0, 20000] W");
   }
   SECTION("an efficiency with a unit") {
     CHECK(load_error(with("memory_bandwidth: {value: 0.8,", "memory_bandwidth: {value: 80%,")) ==

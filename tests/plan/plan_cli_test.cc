@@ -98,7 +98,7 @@ TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[pla
   {
     const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<=1s' --price h100-sxm=0");
     CHECK(r.status == 2);
-    CHECK(has(r.err, "capsim: error: --price: h100-sxm=0: a price must be > 0; accepted form: --price CARD=USD_PER_HOUR"));
+    CHECK(has(r.err, "capsim: error: --price: h100-sxm=0: a price must be in (0, 1000] US dollars per card-hour; accepted form: --price CARD=USD_PER_HOUR"));
   }
   {
     // 23 hourly values instead of 24.

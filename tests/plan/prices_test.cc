@@ -113,9 +113,12 @@ TEST_CASE("prices: malformed --price values are pinned", "[plan][prices]") {
   CHECK(message_of([] { parse_price_override("h100-sxm=$2"); }) ==
         "--price: '$2' (for h100-sxm) is not a plain number; " + form);
   CHECK(message_of([] { parse_price_override("h100-sxm=0"); }) ==
-        "--price: h100-sxm=0: a price must be > 0; " + form);
+        "--price: h100-sxm=0: a price must be in (0, 1000] US dollars per card-hour; " + form);
   CHECK(message_of([] { parse_price_override("h100-sxm=-1"); }) ==
-        "--price: h100-sxm=-1: a price must be > 0; " + form);
+        "--price: h100-sxm=-1: a price must be in (0, 1000] US dollars per card-hour; " + form);
+  // A monthly rent typed as hourly (2.49 x 730 h) is refused rather than planned with.
+  CHECK(message_of([] { parse_price_override("h100-sxm=1817.7"); }) ==
+        "--price: h100-sxm=1817.7: a price must be in (0, 1000] US dollars per card-hour; " + form);
   const PriceOverride ok = parse_price_override("h100-sxm=2.49");
   CHECK(ok.card == "h100-sxm");
   CHECK(ok.usd_per_hour == 2.49);
@@ -147,6 +150,23 @@ TEST_CASE("prices: malformed files name file: field, what is wrong and what is a
                  "cards:\n  t4:\n    usd_per_hour: {value: 0, source: r, date: \"2026-03\"}\n");
     CHECK(message_of([&] { load_prices(f.path()); }) ==
           f.path() + ": cards.t4.usd_per_hour: value must be > 0 (US dollars)");
+  }
+  {
+    TempPrices f(std::string(kHeader) +
+                 "cards:\n  t4:\n    usd_per_hour: {value: 350, source: r, date: \"2026-03\"}\n"
+                 "    purchase_usd: {value: 2e7, source: r, date: \"2026-03\"}\n");
+    // A 350 $/h rent is within the (0, 1000] rent bound; a purchase price of
+    // 20 million dollars per card does not pass (0, 1e7].
+    CHECK(message_of([&] { load_prices(f.path()); }) ==
+          f.path() + ": cards.t4.purchase_usd: 2e+07 is outside the accepted range (0, 1e+07] US "
+                     "dollars per card");
+  }
+  {
+    TempPrices f(std::string(kHeader) +
+                 "cards:\n  t4:\n    usd_per_hour: {value: 1500, source: r, date: \"2026-03\"}\n");
+    CHECK(message_of([&] { load_prices(f.path()); }) ==
+          f.path() + ": cards.t4.usd_per_hour: 1500 is outside the accepted range (0, 1000] US "
+                     "dollars per card-hour");
   }
   {
     TempPrices f(
