@@ -366,6 +366,47 @@ def engine_without_path(tmpdir):
     return path
 
 
+ALLREDUCE_GRID_US = [0, 1, 2, 2.5, 3, 3.5, 4, 5, 6, 8]
+
+
+def engine_with_allreduce_per_peer(tmpdir, us):
+    """A copy of the vllm profile with communication.allreduce_latency_per_peer set to `us`."""
+    src = os.path.join(REPO, "calibration", "engines", "vllm.yaml")
+    text = open(src, encoding="utf-8").read()
+    line = f"  allreduce_latency_per_peer: {{value: {us:g}us, source: dev-runs-allreduce}}"
+    if re.search(r"\n  allreduce_latency_per_peer: \{", text):
+        text = re.sub(r"\n  allreduce_latency_per_peer: \{[^}]*\}", "\n" + line, text)
+    else:
+        text = re.sub(r"(\n  allreduce_latency_pcie: \{[^}]*\})", r"\1" + "\n" + line, text, count=1)
+    path = os.path.join(tmpdir, f"vllm-ar-{us:g}.yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def fit_allreduce(capsim, shared, known_ids):
+    """Grid search of the all-reduce latency added per GPU beyond the second, on the TP > 1
+    inference-perf runs: the value whose TP4 runs' E2E bias is closest to 0 among those with the
+    lowest median E2E error over all inference-perf runs. -> [(us, median E2E APE, TP4 bias,
+    check-run TPOT error)]."""
+    table = []
+    with tempfile.TemporaryDirectory(prefix="capsim-devfit-ar-") as tmp:
+        for us in ALLREDUCE_GRID_US:
+            recs = evaluate(Runner(capsim, engine_with_allreduce_per_peer(tmp, us)), shared, known_ids)
+            used = [r for r in recs if not r["excluded"] and r["predicted"]
+                    and r["harness"] == "inference-perf"]
+            e2e = statistics.median(abs(r["predicted"]["e2e_mean"] / r["measured"]["e2e_mean"] - 1)
+                                    for r in used)
+            tp4 = [r["predicted"]["e2e_mean"] / r["measured"]["e2e_mean"] - 1 for r in used if r["tp"] == 4]
+            check = [r["predicted"]["tpot_mean"] / r["measured"]["tpot_mean"] - 1 for r in recs
+                     if not r["excluded"] and r["predicted"] and r["harness"] != "inference-perf"]
+            table.append((us, e2e, statistics.median(tp4) if tp4 else 0.0,
+                          check[0] if check else float("nan")))
+    best_e2e = min(round(t[1], 4) for t in table)
+    chosen = min((t for t in table if round(t[1], 4) == best_e2e), key=lambda t: abs(t[2]))
+    return table, chosen
+
+
 def fit(capsim, shared, known_ids):
     with tempfile.TemporaryDirectory(prefix="capsim-devfit-") as tmp:
         recs = evaluate(Runner(capsim, engine_without_path(tmp)), shared, known_ids)
@@ -395,12 +436,22 @@ def main(argv=None):
     ap.add_argument("--capsim", default=os.path.join(REPO, "build", "capsim"))
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared"))
     ap.add_argument("--fit", action="store_true", help="fit the vllm profile's request path")
+    ap.add_argument("--fit-allreduce", action="store_true",
+                    help="fit the vllm profile's all-reduce latency per GPU beyond the second")
     ap.add_argument("--json", metavar="FILE", help="write the per-run records as JSON")
     a = ap.parse_args(argv)
     if not os.path.isfile(os.path.join(a.shared, "reference", FILE)):
         print(f"dev_runs.py: {FILE} not found under {a.shared}/reference", file=sys.stderr)
         return 1
     ids = known_models(a.capsim)
+    if a.fit_allreduce:
+        table, chosen = fit_allreduce(a.capsim, a.shared, ids)
+        print("all-reduce latency per GPU beyond the second (vllm profile), inference-perf runs:")
+        for us, e2e, tp4, check in table:
+            print(f"  {us:4g} us: median E2E APE {100 * e2e:5.2f}%  TP4 E2E bias {100 * tp4:+6.2f}%  "
+                  f"check (vllm bench serve, TP8) TPOT {100 * check:+6.1f}%")
+        print(f"chosen: {chosen[0]:g} us")
+        return 0
     if a.fit:
         coef, used, ys, loo = fit(a.capsim, a.shared, ids)
         print(f"request path fit on {len(used)} runs (measured - simulated mean TTFT, ms):")

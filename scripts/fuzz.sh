@@ -12,7 +12,7 @@ seconds="${1:-60}"
 shift || true
 build="${BUILD_DIR:-build-asan}"
 all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
-     fuzz_assumptions fuzz_json_results fuzz_expressions)
+     fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -49,6 +49,7 @@ for t in "${targets[@]}"; do
       seed "$t" 00 workloads/baselines/*.json
       seed "$t" 01 fuzz/seeds/fuzz_json_results/*.json ;;
     fuzz_expressions) seed "$t" "" fuzz/seeds/fuzz_expressions/* ;;
+    fuzz_http) seed "$t" "" fuzz/seeds/fuzz_http/* ;;
   esac
 done
 

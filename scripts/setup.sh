@@ -3,13 +3,15 @@
 # unless --no-run is given, runs the default job. Run as root (or with sudo) on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# gnuplot-nox draws the charts of --report/--plot; chromium renders reports in the tests;
-# clang-14 and libclang-rt-14-dev build the sanitizer and libFuzzer runs (scripts/sanitize.sh,
-# scripts/fuzz.sh; docs/robustness.md); slurm-wlm and munge run the sweep test's one-node Slurm
-# (tests/scale/slurm_sweep_test.sh; docs/scale.md).
+# gnuplot-nox draws the charts of --report/--plot; chromium renders reports and drives the web
+# planner page in the tests; clang-14 and libclang-rt-14-dev build the sanitizer and libFuzzer
+# runs (scripts/sanitize.sh, scripts/fuzz.sh; docs/robustness.md); nodejs and npm bundle the web
+# planner page of `capsim serve` at build time (web/, docs/server.md); wrk is the server's load test;
+# slurm-wlm and munge run the sweep test's one-node Slurm (tests/scale/slurm_sweep_test.sh;
+# docs/scale.md).
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
           nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
-          libclang-rt-14-dev slurm-wlm munge)
+          libclang-rt-14-dev nodejs npm wrk slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -17,6 +19,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# The page's npm packages, exactly as web/package-lock.json pins them (esbuild and Chart.js to
+# bundle it, playwright-core to drive Debian's chromium in its test; no browser is downloaded).
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 if [ "${1:-}" != "--no-run" ]; then

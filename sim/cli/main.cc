@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add_batch_serve_command(app, exit_code);
   add_check_command(app, exit_code);
   add_diff_command(app, exit_code);
+  add_serve_command(app, exit_code);
   add_sweep_commands(app, exit_code);
   refuse_non_finite(app);
   add_allow_large(app);

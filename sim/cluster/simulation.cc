@@ -122,7 +122,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   SimulationResult run() {
     workload_.start(*this);
     const auto wall_start = std::chrono::steady_clock::now();
-    std::uint64_t events = 0;
+    std::uint64_t events = 0, loops = 0;
     SimTime now = 0;
     bool printed = false;
     std::optional<ProgressLine> progress;  // stderr: in place on a terminal, a line per 5 s in logs
@@ -165,6 +165,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
         }
         if (end >= 0) queue_.push(end, kStepDone, started_[k].first, 0);
       }
+      if ((++loops & 0x3FF) == 0) throw_if_cancelled(cfg_.cancel);  // every 1024 time points
       if (cfg_.progress && (events & 0xFFF) == 0) {
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         if (wall > 1.0) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/cancel.h"
 #include "sim/engine/replica.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
@@ -33,6 +34,8 @@ struct SimulationConfig {
   std::optional<SimTime> stop_arrivals;
   RequestSlo slo;
   bool progress = false;  // progress line on stderr for runs longer than a second
+  // Set by a front end to stop the run (checked every 1024 event times; throws Cancelled).
+  CancelFlag cancel;
   // Skip ahead over quiet decode stretches in closed form (Replica::fast_forward). Results are
   // byte-identical either way; false steps one by one (tests compare the two).
   bool skip_ahead = true;

@@ -32,6 +32,13 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   }
   e.allreduce_latency_nvlink_s = doc.quantity("communication.allreduce_latency_nvlink", Kind::kTime);
   e.allreduce_latency_pcie_s = doc.quantity("communication.allreduce_latency_pcie", Kind::kTime);
+  e.allreduce_latency_per_peer_s =
+      doc.optional_quantity("communication.allreduce_latency_per_peer", Kind::kTime).value_or(0);
+  if (!(e.allreduce_latency_per_peer_s >= 0) || e.allreduce_latency_per_peer_s > 1e-3) {
+    throw Error(doc.where("communication.allreduce_latency_per_peer") + ": " +
+                std::to_string(e.allreduce_latency_per_peer_s) +
+                " s is outside the accepted range [0, 1 ms]");
+  }
   e.runtime_memory_bytes = doc.quantity("memory.runtime", Kind::kBytes);
   e.runtime_memory_tp_extra_bytes = doc.quantity("memory.runtime_tp_extra", Kind::kBytes);
   e.outside_budget_bytes = doc.quantity("memory.outside_budget", Kind::kBytes);
@@ -66,7 +73,8 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
                         "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale",
                         "kernels.attention_bandwidth_scale", "kernels.moe_dispatch_kernels",
                         "communication.allreduce_latency_nvlink",
-                        "communication.allreduce_latency_pcie", "request_path.frontend",
+                        "communication.allreduce_latency_pcie",
+                        "communication.allreduce_latency_per_peer", "request_path.frontend",
                         "request_path.frontend_per_prompt_token", "request_path.return",
                         "request_path.return_per_sequence", "request_path.async_scheduling"}) {
     e.sources[f] = doc.source_of(f);

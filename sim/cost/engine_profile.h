@@ -33,6 +33,10 @@ struct EngineProfile {
   // over PCIe through NCCL.
   double allreduce_latency_nvlink_s = 10e-6;
   double allreduce_latency_pcie_s = 30e-6;
+  // Added per GPU beyond the second (TP 4 adds 2x, TP 8 6x): a one-shot all-reduce signals and
+  // reads every peer, so its fixed cost grows with the group (docs/cost-model.md#tensor-parallel).
+  // Optional in the profile; 0 = the same latency at every TP.
+  double allreduce_latency_per_peer_s = 0;
 
   // Memory the engine uses on each GPU besides weights, activations and KV (bytes): NCCL and
   // cuBLAS workspaces, allocator fragmentation. Counted inside gpu_memory_utilization.

@@ -92,8 +92,9 @@ RooflineCost::RooflineCost(const Deployment& d) {
   if (d.tp > 1) {
     const Card::TpLink link = c.tp_link(d.tp);
     link_bandwidth_ = link.bandwidth * kLinkEfficiency;
-    allreduce_latency_ = link.kind == Card::TpLink::Kind::kNvlink ? e.allreduce_latency_nvlink_s
-                                                                  : e.allreduce_latency_pcie_s;
+    allreduce_latency_ = (link.kind == Card::TpLink::Kind::kNvlink ? e.allreduce_latency_nvlink_s
+                                                                   : e.allreduce_latency_pcie_s) +
+                         e.allreduce_latency_per_peer_s * std::max(0, d.tp - 2);
   }
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;

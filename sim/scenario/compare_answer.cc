@@ -96,15 +96,15 @@ std::string describe(const std::vector<GroupSpec>& groups) {
 }  // namespace
 
 CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(std::size_t, std::size_t)>& progress) {
-  CompareAnswer a;
-  a.base = o.base;
-  const ScenarioSpec& base = a.base;
+  CompareAnswer answer;
+  answer.base = o.base;
+  const ScenarioSpec& base = answer.base;
   validate_names(base);  // unknown names: exit 2 before anything runs
   if (o.before_search) o.before_search();
   const PriceBook prices = load_prices_with_overrides(
       o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),
       o.price_overrides);
-  std::vector<CompareRow>& rows = a.rows;
+  std::vector<CompareRow>& rows = answer.rows;
   for (const auto& d : o.deployments) {
     CompareRow r;
     r.groups = parse_deployment(d);
@@ -152,8 +152,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
   // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
   // the name, so the verdict never depends on the order the deployments were listed in.
-  a.have_slos = !base.slos.empty() || o.min_goodput;
-  const bool have_slos = a.have_slos;
+  answer.have_slos = !base.slos.empty() || o.min_goodput;
+  const bool have_slos = answer.have_slos;
   const auto per_usd = [](const CompareRow& r) { return r.eval.result.output_throughput * 3600 / r.usd_per_hour; };
   std::vector<std::size_t> eligible;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -200,8 +200,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     if (!primary_tie(a, b)) return have_slos ? a.usd_per_hour < b.usd_per_hour : per_usd(a) > per_usd(b);
     return quality_less(a, b);
   });
-  a.best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
-  const int best = a.best;
+  answer.best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
+  const int best = answer.best;
   std::string tie_note;  // why the verdict beat a deployment tied with it on the primary criterion
   if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
     const CompareRow &a = rows[eligible[0]], &b = rows[eligible[1]];
@@ -209,7 +209,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar") +
                "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
   }
-  nlohmann::json& j = a.json;
+  nlohmann::json& j = answer.json;
   j["scenario"] = base.name;
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -238,7 +238,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   }
   j["deployments"] = out;
   if (!tie_note.empty()) j["verdict_tie_break"] = tie_note;
-  std::optional<TextTable>& table = a.table;
+  std::optional<TextTable>& table = answer.table;
   std::ostringstream text;
   {
     text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
@@ -275,8 +275,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       text << "\n  verdict: no deployment meets every SLO\n";
     }
   }
-  a.text = text.str();
-  return a;
+  answer.text = text.str();
+  return answer;
 }
 
 }  // namespace capsim::scenario

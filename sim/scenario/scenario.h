@@ -63,6 +63,10 @@ struct ScenarioSpec {
 
   std::vector<SloSpec> slos;
 
+  // A front end's stop switch for every simulation built from this spec (and its copies: plan's
+  // candidates, capacity's curve); unset for the CLI. Not a scenario field: never read or written.
+  CancelFlag cancel;
+
   // Where each field given in a file came from ("a.yaml: workload.duration"), by the name of the
   // flag that overrides it ("--duration"); a flag given on the command line removes its entry.
   std::map<std::string, std::string> origin;

@@ -1,0 +1,66 @@
+// `capsim serve`: the HTTP API and the web planner page (sim/server/, docs/server.md).
+#include <iostream>
+
+#include "sim/cli/commands.h"
+#include "sim/cli/common.h"
+#include "sim/server/server.h"
+
+namespace capsim::cli {
+namespace {
+
+struct ServeOptions {
+  server::ServerOptions server;
+  double max_body_kib = 1024;
+};
+
+int run_serve(ServeOptions o) {
+  server::ServerOptions& s = o.server;
+  s.limits.max_body_bytes = static_cast<std::size_t>(o.max_body_kib * 1024);
+  if (s.web_dir.empty()) s.web_dir = CAPSIM_WEB_DIR;
+  server::Server srv(s);
+  std::cout << "capsim serve: listening on http://" << (s.bind.find(':') != std::string::npos ? "[" + s.bind + "]" : s.bind)
+            << ":" << srv.port() << "/ (the planner page; API under /v1/, /openapi.json; Ctrl-C stops)"
+            << std::endl;
+  srv.run();
+  std::cout << "capsim serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "serve the HTTP API and the web planner page");
+  cmd->footer(
+      "examples:\n"
+      "  capsim serve                                  # http://127.0.0.1:8080/\n"
+      "  capsim serve --port 9000 --workers 2 --queue 4\n"
+      "  curl -s localhost:8080/v1/simulate -d '{\"model\": \"llama-3.1-8b\", \"deployment\": {\"card\": \"h100-sxm\"},\n"
+      "       \"workload\": {\"rate\": 5, \"requests\": 500}}'\n"
+      "answers are exactly what the commands print with --json -; docs/server.md lists the endpoints");
+  server::ServerOptions& s = o->server;
+  cmd->add_option("--bind", s.bind, "address to listen on (loopback by default; 0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", s.port, "TCP port (0: any free port, printed at start)")->capture_default_str();
+  cmd->add_option("--workers", s.workers, "simulation threads (default: the hardware's)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--queue", s.queue, "jobs admitted beyond the workers; more get 429 with Retry-After")
+      ->capture_default_str()->check(CLI::Range(0, 100000));
+  cmd->add_option("--job-timeout", s.job_timeout_s, "seconds a job may run before it is cancelled (503)")
+      ->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--read-timeout", s.read_timeout_s, "seconds a request's header and body may take to arrive")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--max-body", o->max_body_kib, "largest request body, KiB (413 beyond)")
+      ->capture_default_str()->check(CLI::Range(1.0, 65536.0));
+  cmd->add_option("--max-requests", s.limits.max_requests, "most simulated requests one run may ask for (422 beyond)")
+      ->capture_default_str()->check(CLI::Range(1LL, 2'000'000LL));
+  cmd->add_option("--max-duration", s.limits.max_duration_s, "most simulated seconds one run may ask for (422 beyond)")
+      ->capture_default_str()->check(CLI::Range(1.0, 86400.0 * 7));
+  cmd->add_option("--max-users", s.limits.max_users, "most users or concurrency one run may ask for (422 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--max-cards", s.limits.max_cards, "most cards (replicas x TP) one deployment may ask for (422 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 8192));
+  cmd->add_option("--web-dir", s.web_dir, "the built planner page (default: the build's web/ folder)");
+  cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
+}
+
+}  // namespace capsim::cli

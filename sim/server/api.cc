@@ -1,0 +1,492 @@
+#include "sim/server/api.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include "sim/check/assumptions.h"
+#include "sim/cluster/simulation.h"
+#include "sim/core/error.h"
+#include "sim/core/input_limits.h"
+#include "sim/core/units.h"
+#include "sim/report/json_output.h"
+#include "sim/report/table.h"
+#include "sim/scenario/capacity_answer.h"
+#include "sim/scenario/catalogues.h"
+#include "sim/scenario/compare_answer.h"
+#include "sim/scenario/fit_answer.h"
+#include "sim/scenario/listings.h"
+#include "sim/scenario/plan_answer.h"
+#include "sim/scenario/scenario.h"
+#include "sim/scenario/simulate_report.h"
+
+namespace capsim::server {
+namespace {
+
+using scenario::ScenarioSpec;
+
+// The bytes `--json -` prints (sim/report/json_output.cc: dump(2) and a newline).
+std::string json_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
+
+// JSON -> the YAML node apply_scenario_yaml reads, so a body and a file share one parser and one
+// set of messages. Numbers keep nlohmann's shortest round-trip text.
+YAML::Node to_yaml(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::object: {
+      YAML::Node n(YAML::NodeType::Map);
+      for (const auto& [k, v] : j.items()) n[k] = to_yaml(v);
+      return n;
+    }
+    case nlohmann::json::value_t::array: {
+      YAML::Node n(YAML::NodeType::Sequence);
+      for (const auto& v : j) n.push_back(to_yaml(v));
+      return n;
+    }
+    case nlohmann::json::value_t::string: return YAML::Node(j.get<std::string>());
+    case nlohmann::json::value_t::null: return YAML::Node(YAML::NodeType::Null);
+    default: return YAML::Node(j.dump());  // numbers and booleans as JSON writes them
+  }
+}
+
+nlohmann::json parse_body(std::string_view body) {
+  if (body.empty()) throw HttpError(400, "request body: empty; expected a JSON object of scenario fields (docs/server.md)");
+  nlohmann::json j;
+  try {
+    j = parse_json(body, "request body");
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  if (!j.is_object()) {
+    throw HttpError(400, std::string("request body: expected a JSON object of scenario fields, got ") + json_type_word(j));
+  }
+  return j;
+}
+
+// The server reads no file a request names (a client on the network must not make it open files).
+bool path_like(const std::string& s) {
+  return s.find('/') != std::string::npos || s.find('\\') != std::string::npos ||
+         s.rfind('.', 0) == 0 || s.find(".yaml") != std::string::npos || s.find(".yml") != std::string::npos ||
+         s.find(".json") != std::string::npos;
+}
+
+// A pasted config.json ("model_config": {...}), written to a private temporary folder for the
+// model catalogue to read, removed when the last job holding it ends.
+class PastedModel {
+ public:
+  explicit PastedModel(const nlohmann::json& config) {
+    char dir_template[] = "/tmp/capsim-serve-XXXXXX";
+    const char* dir = mkdtemp(dir_template);
+    if (!dir) throw HttpError(500, "model_config: cannot create a temporary folder");
+    dir_ = dir;
+    path_ = dir_ + "/config.json";
+    write_text_file(path_, config.dump(2) + "\n", "model_config");
+  }
+  ~PastedModel() {
+    std::remove(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  PastedModel(const PastedModel&) = delete;
+  PastedModel& operator=(const PastedModel&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+};
+
+void refuse_files(const ScenarioSpec& s, const std::string& pasted_model = "") {
+  if (s.trace) throw HttpError(400, "workload.trace: the server reads no trace files; send a synthetic workload (users, concurrency or rate)");
+  const std::string& m = s.deployment.model;
+  if (m != pasted_model && !scenario::models().entry(m)) {
+    // Only names: a path or an unknown Hugging Face id would make the catalogue look on disk.
+    std::string names;
+    for (const auto& e : scenario::models().entries()) names += (names.empty() ? "" : ", ") + e.name;
+    throw HttpError(400, "model: '" + m + "' is not in the catalogue; accepted (GET /v1/models): " + names);
+  }
+  const auto name_only = [](const std::string& v, const std::string& field) {
+    if (path_like(v)) throw HttpError(400, field + ": '" + v + "': the server takes catalogue names only, not file paths");
+  };
+  name_only(s.deployment.card, "deployment.card");
+  name_only(s.deployment.engine, "engine");
+  for (const auto& g : s.extra_groups) name_only(g.card, "deployment.card");
+  for (const auto* d : {&s.input_tokens, &s.output_tokens}) {
+    if (d->rfind("empirical", 0) == 0) {
+      throw HttpError(400, "workload: empirical distributions read a file; the server takes fixed, uniform, normal, "
+                           "lognormal, exponential and geometric ones");
+    }
+  }
+}
+
+// The run limits (sim/core/run_limits.h) speak of flags; a body has fields. Same numbers.
+[[noreturn]] void rethrow_as_http(const Error& e) {
+  std::string m = e.what();
+  const std::string lift = "; pass --allow-large to run it anyway";
+  if (const auto at = m.find(lift); at != std::string::npos) {
+    m.replace(at, lift.size(), "; the server's limit (docs/server.md#limits)");
+    throw HttpError(422, m);
+  }
+  throw HttpError(400, m);
+}
+
+void check_duration(const std::optional<std::string>& text, const std::string& field, const Limits& limits) {
+  if (!text) return;
+  double s = 0;
+  try {
+    s = units::parse_time(*text, field);
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  if (s > limits.max_duration_s) {
+    throw HttpError(422, field + ": " + *text + " is longer than the server runs (at most " +
+                             fmt("%g", limits.max_duration_s) + " s simulated; capsim serve --max-duration)");
+  }
+}
+
+// The body's scenario fields; `own` names the command's options object ("plan", ...), accepted
+// and left for the caller.
+// A body's scenario, and what must live as long as the job (a pasted config.json).
+struct Scenario {
+  ScenarioSpec spec;
+  std::shared_ptr<const PastedModel> pasted;
+};
+
+// `build` false (fit) checks the names and the deployment only: a workload is not needed.
+Scenario scenario_of(const nlohmann::json& body, std::vector<std::string> own, const Limits& limits,
+                     bool build = true) {
+  Scenario out;
+  ScenarioSpec& s = out.spec;
+  own.push_back("model_config");
+  if (body.contains("model_config")) {
+    if (!body["model_config"].is_object()) throw HttpError(400, "model_config: expected the JSON object of a Hugging Face config.json");
+    if (body.contains("model")) throw HttpError(400, "model, model_config: give one (a catalogue name or a pasted config.json)");
+    out.pasted = std::make_shared<const PastedModel>(body["model_config"]);
+    s.deployment.model = out.pasted->path();
+  }
+  try {
+    scenario::apply_scenario_yaml(to_yaml(body), "request body", "", scenario::data_dir(), s, own);
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  refuse_files(s, out.pasted ? out.pasted->path() : "");
+  check_duration(s.duration, "workload.duration", limits);
+  try {
+    scenario::validate_names(s);
+    // Every field checked, the run limits too, before the queue.
+    if (build) (void)scenario::build_scenario(s); else (void)s.deployment.resolve();
+  } catch (const Error& e) {
+    rethrow_as_http(e);
+  }
+  return out;
+}
+
+// The command's own options object: absent is {}; anything else must be an object of `keys`.
+nlohmann::json options_of(const nlohmann::json& body, const std::string& name, const std::vector<std::string>& keys) {
+  if (!body.contains(name)) return nlohmann::json::object();
+  const nlohmann::json& o = body[name];
+  std::string list;
+  for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+  if (!o.is_object()) throw HttpError(400, name + ": expected an object with fields among: " + list);
+  for (const auto& [k, v] : o.items()) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      throw HttpError(400, name + ": unknown field '" + k + "'; accepted: " + list);
+    }
+  }
+  return o;
+}
+
+// "a,b" or ["a", "b"] -> "a,b" (the flags' list form, parsed by the answer).
+std::string list_text(const nlohmann::json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number()) return v.dump();
+  if (!v.is_array()) throw HttpError(400, field + ": expected a list (or comma-separated text)");
+  std::string out;
+  for (const auto& x : v) {
+    if (!x.is_string() && !x.is_number()) throw HttpError(400, field + ": expected names or numbers in the list");
+    out += (out.empty() ? "" : ",") + (x.is_string() ? x.get<std::string>() : x.dump());
+  }
+  return out;
+}
+
+std::string fmt_range(double lo, double hi) { return fmt("%g", lo) + ".." + fmt("%g", hi); }
+
+template <typename T>
+T number(const nlohmann::json& v, const std::string& field, double lo, double hi) {
+  if (!v.is_number()) throw HttpError(400, field + ": expected a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (std::is_integral_v<T> && x != std::floor(x))) {
+    throw HttpError(400, field + ": " + v.dump() + " is not " + (std::is_integral_v<T> ? "a whole number" : "a number") +
+                             " in " + fmt_range(lo, hi));
+  }
+  return static_cast<T>(x);
+}
+
+// {"h100-sxm": 2.49} -> {"h100-sxm=2.49"} (plan's and compare's --price).
+std::vector<std::string> price_overrides(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_object()) throw HttpError(400, field + ": expected an object of card: usd_per_hour");
+  std::vector<std::string> out;
+  for (const auto& [card, usd] : v.items()) {
+    out.push_back(card + "=" + std::to_string(number<double>(usd, field + "." + card, 0, 1e6)));
+  }
+  return out;
+}
+
+std::optional<double> min_goodput(const nlohmann::json& o, const std::string& field) {
+  if (!o.contains("min_goodput")) return std::nullopt;
+  return number<double>(o["min_goodput"], field + ".min_goodput", 0, 1);
+}
+
+// Every answer runs with the job's cancel flag in its specs, and answers bad input found only by
+// a run as 400 (422 for a run limit).
+template <typename F>
+std::string guarded(F&& run) {
+  try {
+    return run();
+  } catch (const Error& e) {
+    rethrow_as_http(e);
+  }
+}
+
+// The job of a command with a base scenario (plan, capacity, compare): `run` answers one request
+// whose base carries the job's cancel flag and returns the command's JSON.
+template <typename Request, typename Run>
+Job base_job(Request request, std::shared_ptr<const PastedModel> keep, Run run) {
+  return [request = std::move(request), keep = std::move(keep), run](const CancelFlag& cancel, const ProgressFn& progress) {
+    return guarded([&] {
+      Request r = request;
+      r.base.cancel = cancel;
+      return json_text(run(r, progress));
+    });
+  };
+}
+
+Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
+  const Scenario in = scenario_of(body, {}, limits);
+  return [in](const CancelFlag& cancel, const ProgressFn&) {
+    return guarded([&] {
+      ScenarioSpec s = in.spec;
+      s.cancel = cancel;
+      const scenario::BuiltScenario b = scenario::build_scenario(s);
+      const SimulationResult r = simulate(b.config, *b.workload);
+      return json_text(scenario::simulation_json(s, b, r));
+    });
+  };
+}
+
+Job prepare_fit(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "fit", {"context"});
+  const Scenario in = scenario_of(body, {"fit"}, limits, false);
+  std::optional<long long> context;
+  if (o.contains("context")) context = number<long long>(o["context"], "fit.context", 1, 1e8);
+  return [in, context](const CancelFlag&, const ProgressFn&) {
+    return guarded([&] { return json_text(scenario::answer_fit(in.spec.deployment, context).json); });
+  };
+}
+
+Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "plan", {"cards", "tp", "weights", "kv_cache", "max_cards", "min_goodput",
+                                                     "price", "load_profile", "top", "search_duration", "replications"});
+  const Scenario in = scenario_of(body, {"plan"}, limits);
+  scenario::PlanRequest req;
+  req.base = in.spec;
+  if (o.contains("cards")) req.cards = list_text(o["cards"], "plan.cards");
+  if (o.contains("tp")) req.tps = list_text(o["tp"], "plan.tp");
+  if (o.contains("weights")) req.weights = list_text(o["weights"], "plan.weights");
+  if (o.contains("kv_cache")) {
+    req.kv = list_text(o["kv_cache"], "plan.kv_cache");
+    req.kv_given = true;
+  }
+  if (o.contains("max_cards")) req.max_cards = number<int>(o["max_cards"], "plan.max_cards", 1, limits.max_cards);
+  req.min_goodput = min_goodput(o, "plan");
+  if (o.contains("price")) req.price_overrides = price_overrides(o["price"], "plan.price");
+  if (o.contains("load_profile")) req.load_profile = list_text(o["load_profile"], "plan.load_profile");
+  if (o.contains("top")) req.top = number<int>(o["top"], "plan.top", 1, 1000);
+  if (o.contains("search_duration")) {
+    if (!o["search_duration"].is_string()) throw HttpError(400, "plan.search_duration: expected a duration such as \"5min\"");
+    req.search_duration = o["search_duration"].get<std::string>();
+    check_duration(req.search_duration, "plan.search_duration", limits);
+  }
+  if (o.contains("replications")) req.replications = number<int>(o["replications"], "plan.replications", 1, 10);
+  if (req.base.slos.empty() && !req.min_goodput) {
+    throw HttpError(400, "slo: plan needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or plan.min_goodput");
+  }
+  return base_job(req, in.pasted, [](const scenario::PlanRequest& r, const ProgressFn& progress) {
+    return scenario::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
+             if (progress) progress({{"phase", what}, {"done", d}, {"total", t}});
+           }).json;
+  });
+}
+
+Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "capacity", {"min_goodput", "points"});
+  const Scenario in = scenario_of(body, {"capacity"}, limits);
+  scenario::CapacityRequest req;
+  req.base = in.spec;
+  req.min_goodput = min_goodput(o, "capacity");
+  if (o.contains("points")) req.points = number<int>(o["points"], "capacity.points", 2, 100);
+  if (req.base.slos.empty() && !req.min_goodput) {
+    throw HttpError(400, "slo: capacity needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or capacity.min_goodput");
+  }
+  return base_job(req, in.pasted, [](const scenario::CapacityRequest& r, const ProgressFn& progress) {
+    return scenario::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
+             if (progress) progress({{"phase", phase}, {"done", d}, {"total", t}});
+           }).json;
+  });
+}
+
+Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "compare", {"deployments", "search_mix", "max_cards", "min_goodput", "price"});
+  const Scenario in = scenario_of(body, {"compare"}, limits);
+  scenario::CompareRequest req;
+  req.base = in.spec;
+  if (o.contains("deployments")) {
+    const nlohmann::json& d = o["deployments"];
+    if (!d.is_array()) throw HttpError(400, "compare.deployments: expected a list such as [\"4x rtx-4090\", \"1x h100-sxm\"]");
+    for (const auto& x : d) {
+      if (!x.is_string()) throw HttpError(400, "compare.deployments: expected texts such as \"4x rtx-4090\"");
+      req.deployments.push_back(x.get<std::string>());
+    }
+  }
+  if (o.contains("search_mix")) req.search_mix = list_text(o["search_mix"], "compare.search_mix");
+  if (o.contains("max_cards")) req.max_cards = number<int>(o["max_cards"], "compare.max_cards", 1, 64);
+  req.min_goodput = min_goodput(o, "compare");
+  if (o.contains("price")) req.price_overrides = price_overrides(o["price"], "compare.price");
+  for (const auto& d : req.deployments) {
+    if (path_like(d)) throw HttpError(400, "compare.deployments: '" + d + "': catalogue card names only");
+  }
+  if (req.deployments.empty() && req.search_mix.empty()) {
+    throw HttpError(400, "compare.deployments: give at least one (or compare.search_mix), e.g. [\"4x rtx-4090\", \"1x h100-sxm\"]");
+  }
+  return base_job(req, in.pasted, [](const scenario::CompareRequest& r, const ProgressFn& progress) {
+    return scenario::answer_compare(r, [&](std::size_t d, std::size_t t) {
+             if (progress) progress({{"phase", "deployments"}, {"done", d}, {"total", t}});
+           }).json;
+  });
+}
+
+// A check body is an assumptions document (docs/ci.md) as JSON, with its scenarios inline: the
+// server reads no scenario, baseline or price file it names.
+void refuse_file_fields(const nlohmann::json& j, const std::string& where, int depth = 0) {
+  if (depth > kMaxJsonDepth) return;
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if ((k == "scenario" || k == "baseline" || k == "prices" || k == "trace") && v.is_string()) {
+        throw HttpError(400, where + k + ": the server reads no files; give it inline");
+      }
+      refuse_file_fields(v, where + k + ".", depth + 1);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) refuse_file_fields(j[i], where + "[" + std::to_string(i) + "].", depth + 1);
+  }
+}
+
+Job prepare_check(const nlohmann::json& body, const Limits& limits) {
+  refuse_file_fields(body, "");
+  // load_assumptions reads a file: the body goes to a private temporary one, read at once.
+  check::Assumptions a;
+  {
+    char dir_template[] = "/tmp/capsim-serve-XXXXXX";
+    const char* dir = mkdtemp(dir_template);
+    if (!dir) throw HttpError(500, "check: cannot create a temporary folder");
+    const std::string path = std::string(dir) + "/request.yaml";
+    try {
+      YAML::Emitter out;
+      out << to_yaml(body);
+      write_text_file(path, std::string(out.c_str()) + "\n", "check");
+      a = check::load_assumptions(path);
+    } catch (const Error& e) {
+      std::remove(path.c_str());
+      rmdir(dir);
+      std::string m = e.what();
+      if (m.rfind(path, 0) == 0) m.replace(0, path.size(), "request body");
+      throw HttpError(400, m);
+    }
+    std::remove(path.c_str());
+    rmdir(dir);
+    a.path = "request body";
+  }
+  for (const auto& as : a.assertions) {
+    refuse_files(as.spec);
+    check_duration(as.spec.duration, as.where + ": workload.duration", limits);
+  }
+  return [a](const CancelFlag& cancel, const ProgressFn& progress) {
+    return guarded([&] {
+      check::Assumptions run = a;
+      for (auto& as : run.assertions) as.spec.cancel = cancel;
+      const check::CheckOutcome c = check::run_checks(run, [&](const check::AssertionOutcome&, std::size_t d, std::size_t t) {
+        if (progress) progress({{"phase", "assertions"}, {"done", d}, {"total", t}});
+      });
+      return json_text(check::check_json(c));
+    });
+  };
+}
+
+}  // namespace
+
+Endpoint route(std::string_view method, std::string_view path) {
+  struct Entry {
+    std::string_view path;
+    std::string_view method;
+    Endpoint endpoint;
+  };
+  static constexpr Entry kTable[] = {
+      {"/healthz", "GET", Endpoint::kHealth},       {"/v1/cards", "GET", Endpoint::kCards},
+      {"/v1/models", "GET", Endpoint::kModels},     {"/v1/engines", "GET", Endpoint::kEngines},
+      {"/openapi.json", "GET", Endpoint::kOpenApi}, {"/", "GET", Endpoint::kPage},
+      {"/v1/fit", "POST", Endpoint::kFit},          {"/v1/simulate", "POST", Endpoint::kSimulate},
+      {"/v1/plan", "POST", Endpoint::kPlan},        {"/v1/capacity", "POST", Endpoint::kCapacity},
+      {"/v1/compare", "POST", Endpoint::kCompare},  {"/v1/check", "POST", Endpoint::kCheck},
+  };
+  for (const Entry& e : kTable) {
+    if (e.path != path) continue;
+    // HEAD is GET without a body (the transport drops it).
+    if (e.method == method || (e.method == "GET" && method == "HEAD")) return e.endpoint;
+    throw HttpError(405, std::string(path) + ": method " + std::string(method) + " not allowed; accepted: " +
+                             std::string(e.method));
+  }
+  // The page's own files (bundled script and styles) are served below /assets/.
+  if (path.rfind("/assets/", 0) == 0 && (method == "GET" || method == "HEAD")) return Endpoint::kPage;
+  throw HttpError(404, std::string(path) + ": no such endpoint; see /openapi.json");
+}
+
+bool runs_on_pool(Endpoint e) { return e >= Endpoint::kFit; }
+
+bool reports_progress(Endpoint e) {
+  return e == Endpoint::kPlan || e == Endpoint::kCapacity || e == Endpoint::kCompare || e == Endpoint::kCheck;
+}
+
+std::string answer_get(Endpoint e) {
+  switch (e) {
+    case Endpoint::kHealth: return json_text({{"status", "ok"}});
+    case Endpoint::kCards: return json_text(scenario::list_cards().json);
+    case Endpoint::kModels: return json_text(scenario::list_models().json);
+    case Endpoint::kEngines: return json_text(scenario::list_engines().json);
+    case Endpoint::kOpenApi: return openapi_json();
+    default: throw HttpError(500, "answer_get: not a GET endpoint");
+  }
+}
+
+Job prepare(Endpoint e, std::string_view body, const Limits& limits) {
+  if (body.size() > limits.max_body_bytes) {
+    throw HttpError(413, "request body: " + std::to_string(body.size()) + " bytes; the limit is " +
+                             std::to_string(limits.max_body_bytes));
+  }
+  const nlohmann::json j = parse_body(body);
+  switch (e) {
+    case Endpoint::kSimulate: return prepare_simulate(j, limits);
+    case Endpoint::kFit: return prepare_fit(j, limits);
+    case Endpoint::kPlan: return prepare_plan(j, limits);
+    case Endpoint::kCapacity: return prepare_capacity(j, limits);
+    case Endpoint::kCompare: return prepare_compare(j, limits);
+    case Endpoint::kCheck: return prepare_check(j, limits);
+    default: throw HttpError(500, "prepare: not a POST endpoint");
+  }
+}
+
+std::string error_json(int status, const std::string& message) {
+  return json_text({{"error", message}, {"status", status}});
+}
+
+}  // namespace capsim::server

@@ -1,0 +1,88 @@
+// The OpenAPI 3.0 document of `capsim serve` (GET /openapi.json). Response schemas name the
+// JSON documented in docs/json-output.md rather than repeating every field here.
+#include "sim/server/api.h"
+
+namespace capsim::server {
+namespace {
+
+const char* const kOpenApi = R"json({
+  "openapi": "3.0.3",
+  "info": {
+    "title": "capsim",
+    "version": "0.1.0",
+    "description": "Capacity planning for LLM inference servers by simulation. Each POST endpoint answers with exactly the JSON `capsim <command> --json -` prints (docs/json-output.md). Request bodies are the scenario schema as JSON (docs/scenarios.md: the fields of the YAML files) plus one object of the command's options. Long jobs (plan, capacity, compare, check) stream progress as server-sent events when the request says `Accept: text/event-stream`; closing the connection cancels the job. A full queue answers 429 with Retry-After. docs/server.md."
+  },
+  "paths": {
+    "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "{\"status\": \"ok\"}", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+    "/v1/cards": {"get": {"summary": "the card catalogue (capsim list cards --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
+    "/v1/models": {"get": {"summary": "the model catalogue (capsim list models --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
+    "/v1/engines": {"get": {"summary": "the engine profiles (capsim list engines --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
+    "/v1/fit": {"post": {"summary": "does a model fit on a card: memory per GPU, KV capacity, what would fit (capsim fit)",
+      "requestBody": {"$ref": "#/components/requestBodies/Fit"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/simulate": {"post": {"summary": "simulate a serving cluster under load (capsim simulate)",
+      "requestBody": {"$ref": "#/components/requestBodies/Scenario"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/plan": {"post": {"summary": "the cheapest card x TP x precision x replicas that meet the SLOs (capsim plan)",
+      "requestBody": {"$ref": "#/components/requestBodies/Plan"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/capacity": {"post": {"summary": "the most load one deployment serves within the SLOs, and the latency curve (capsim capacity)",
+      "requestBody": {"$ref": "#/components/requestBodies/Capacity"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/compare": {"post": {"summary": "named deployments on one workload: latency, cost, verdict (capsim compare)",
+      "requestBody": {"$ref": "#/components/requestBodies/Compare"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/check": {"post": {"summary": "capacity assumptions checked by simulation (capsim check; an assumptions document with inline scenarios)",
+      "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
+  },
+  "components": {
+    "schemas": {
+      "Scenario": {
+        "type": "object",
+        "description": "docs/scenarios.md. The server takes catalogue names only (no file paths, traces or empirical distributions).",
+        "properties": {
+          "name": {"type": "string"},
+          "model": {"type": "string", "example": "llama-3.1-8b"},
+          "deployment": {"oneOf": [{"type": "object"}, {"type": "array"}], "example": {"card": "h100-sxm", "tp": 1, "replicas": 1}},
+          "engine": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+          "router": {"type": "string"},
+          "workload": {"type": "object", "example": {"users": 100, "think_time": "exponential:20s", "duration": "10min", "warmup": "2min"}},
+          "slo": {"type": "object", "example": {"ttft_p95": "1s", "tpot_p95": "100ms"}},
+          "seed": {"type": "integer"}
+        }
+      },
+      "Error": {"type": "object", "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}, "required": ["error", "status"]}
+    },
+    "requestBodies": {
+      "Scenario": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Scenario"}}}},
+      "Fit": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"fit": {"type": "object", "properties": {"context": {"type": "integer", "description": "tokens"}}}}}]}}}},
+      "Plan": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"plan": {"type": "object", "properties": {
+          "cards": {"type": "array", "items": {"type": "string"}}, "tp": {"type": "array", "items": {"type": "integer"}},
+          "weights": {"type": "array", "items": {"type": "string"}}, "kv_cache": {"type": "array", "items": {"type": "string"}},
+          "max_cards": {"type": "integer"}, "min_goodput": {"type": "number"}, "price": {"type": "object", "additionalProperties": {"type": "number"}},
+          "load_profile": {"type": "array", "items": {"type": "number"}, "minItems": 24, "maxItems": 24},
+          "top": {"type": "integer"}, "search_duration": {"type": "string"}, "replications": {"type": "integer"}}}}}]}}}},
+      "Capacity": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"capacity": {"type": "object", "properties": {"min_goodput": {"type": "number"}, "points": {"type": "integer"}}}}}]}}}},
+      "Compare": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"compare": {"type": "object", "properties": {
+          "deployments": {"type": "array", "items": {"type": "string"}, "example": ["4x rtx-4090", "1x h100-sxm"]},
+          "search_mix": {"type": "string"}, "max_cards": {"type": "integer"}, "min_goodput": {"type": "number"},
+          "price": {"type": "object", "additionalProperties": {"type": "number"}}}}}}]}}}}
+    },
+    "responses": {
+      "List": {"description": "an array, as `capsim list ... --json -` prints", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},
+      "Answer": {"description": "the command's JSON, as `--json -` prints it (docs/json-output.md); with Accept: text/event-stream, events `progress` then `result` (or `error`)",
+        "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {"schema": {"type": "string"}}}},
+      "Error": {"description": "bad input (400), unknown path (404), method (405), body too large (413), over a run limit (422), queue full (429, Retry-After), job time limit (503)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    }
+  }
+}
+)json";
+
+}  // namespace
+
+const std::string& openapi_json() {
+  static const std::string text = kOpenApi;
+  return text;
+}
+
+}  // namespace capsim::server

@@ -1,0 +1,322 @@
+// The capsim planner page: a form whose state lives in the URL, a plan from POST /v1/plan (with
+// progress events), then for the chosen option its latency against load (/v1/capacity), its memory
+// per GPU (/v1/fit) and "several 4090s or one H100" (/v1/compare). Every request goes to the
+// server that served the page; nothing else is fetched. Contract for tests: body[data-state] is
+// "planning", "done" or "error"; the plan table's rows carry data-option (the option's label).
+import {
+  BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement,
+  LogarithmicScale, PointElement, Tooltip,
+} from 'chart.js';
+
+Chart.register(BarController, BarElement, CategoryScale, Legend, LinearScale, LineController, LineElement,
+  LogarithmicScale, PointElement, Tooltip);
+
+const $ = (id) => document.getElementById(id);
+const DEFAULT_CARDS = ['rtx-4090', 'l40s', 'h100-sxm'];
+// Short runs keep the page responsive; the CLI's defaults (5 min searches) are for real plans.
+const RUN = { duration: '4min', warmup: '1min', search_duration: '2min' };
+
+// ---- state <-> URL ------------------------------------------------------------------------------
+const FIELDS = ['model', 'amount', 'think', 'in', 'out', 'ttft', 'tpot'];
+
+function readForm() {
+  const s = {};
+  for (const f of FIELDS) s[f] = document.querySelector(`[name=${f}]`).value.trim();
+  s.load = document.querySelector('[name=load]:checked').value;
+  s.cards = [...document.querySelectorAll('#cards input:checked')].map((x) => x.value);
+  s.config = $('model-config').value.trim();
+  s.choice = state.choice ?? 0;
+  return s;
+}
+
+function writeForm(s) {
+  for (const f of FIELDS) if (s[f] !== undefined) document.querySelector(`[name=${f}]`).value = s[f];
+  document.querySelector(`[name=load][value=${s.load === 'rate' ? 'rate' : 'users'}]`).checked = true;
+  for (const box of document.querySelectorAll('#cards input')) box.checked = s.cards.includes(box.value);
+  $('model-config').value = s.config || '';
+  $('config-box').open = Boolean(s.config);
+}
+
+function toUrl(s) {
+  const q = new URLSearchParams();
+  for (const f of FIELDS) q.set(f, s[f]);
+  q.set('load', s.load);
+  q.set('cards', s.cards.join(','));
+  if (s.config) q.set('config', s.config);
+  if (s.choice) q.set('choice', String(s.choice));
+  return `${location.pathname}?${q}`;
+}
+
+function fromUrl(defaults) {
+  const q = new URLSearchParams(location.search);
+  const s = { ...defaults };
+  for (const f of FIELDS) if (q.has(f)) s[f] = q.get(f);
+  if (q.has('load')) s.load = q.get('load');
+  if (q.has('cards')) s.cards = q.get('cards').split(',').filter(Boolean);
+  if (q.has('config')) s.config = q.get('config');
+  if (q.has('choice')) s.choice = Number(q.get('choice')) || 0;
+  return s;
+}
+
+// ---- requests -----------------------------------------------------------------------------------
+function scenarioBody(s) {
+  const workload = { duration: RUN.duration, warmup: RUN.warmup, input_tokens: s.in, output_tokens: s.out };
+  if (s.load === 'rate') workload.rate = Number(s.amount);
+  else Object.assign(workload, { users: Number(s.amount), think_time: `exponential:${s.think}` });
+  const body = { model: s.model, workload, slo: { ttft_p95: `${s.ttft}ms`, tpot_p95: `${s.tpot}ms` }, seed: 1 };
+  if (s.config) {
+    try {
+      body.model_config = JSON.parse(s.config);
+    } catch (e) {
+      throw new Error(`config.json: not JSON (${e.message})`);
+    }
+    delete body.model;
+  }
+  return body;
+}
+
+async function errorOf(res) {
+  try {
+    return (await res.json()).error;
+  } catch {
+    return `${res.status} ${res.statusText}`;
+  }
+}
+
+async function postJson(path, body, signal) {
+  const res = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal });
+  if (!res.ok) throw new Error(`${path}: ${await errorOf(res)}`);
+  return res.json();
+}
+
+// POST with Accept: text/event-stream: progress events, then the result (the command's JSON).
+// Aborting the signal closes the connection, which cancels the job on the server.
+async function postStream(path, body, signal, onProgress) {
+  const res = await fetch(path, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body), signal,
+  });
+  if (!res.ok) throw new Error(`${path}: ${await errorOf(res)}`);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event: ')) event = line.slice(7);
+        else if (line.startsWith('data: ')) data.push(line.slice(6));
+      }
+      const payload = JSON.parse(data.join('\n'));
+      if (event === 'progress') onProgress(payload);
+      else if (event === 'result') return payload;
+      else if (event === 'error') throw new Error(`${path}: ${payload.error}`);
+    }
+  }
+  throw new Error(`${path}: the stream ended without a result`);
+}
+
+// ---- rendering ----------------------------------------------------------------------------------
+const ms = (v) => (v >= 1000 ? `${(v / 1000).toFixed(2)} s` : `${v.toFixed(0)} ms`);
+const gib = (b) => b / 2 ** 30;
+const label = (o) => `${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights}${o.kv_cache === 'fp8' ? ' kv-fp8' : ''}`;
+const charts = {};
+
+function drawChart(id, config) {
+  charts[id]?.destroy();
+  charts[id] = new Chart($(id), { ...config, options: { animation: false, responsive: true, ...config.options } });
+}
+
+function setStatus(text, kind = '') {
+  $('status').textContent = text;
+  $('status').className = kind;
+}
+
+function renderPlan(plan, choice) {
+  const body = $('plan-table').querySelector('tbody');
+  body.replaceChildren();
+  plan.options.forEach((o, i) => {
+    const tr = document.createElement('tr');
+    tr.dataset.option = `${o.replicas}x ${label(o)}`;
+    if (i === choice) tr.className = 'chosen';
+    const cells = [i + 1, label(o), o.replicas, o.total_cards, o.router, ms(o.result.p95_ttft_ms), ms(o.result.p95_tpot_ms),
+      o.usd_per_hour.toFixed(2), o.usd_per_million_output_tokens.toFixed(3),
+      o.with_one_replica_fewer ? `${o.with_one_replica_fewer.worst_slo} with ${o.with_one_replica_fewer.replicas} (${o.with_one_replica_fewer.binding_resource})` : o.result.binding_resource];
+    for (const c of cells) {
+      const td = document.createElement('td');
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    tr.addEventListener('click', () => choose(i));
+    body.append(tr);
+  });
+  $('plan-note').textContent = plan.options.length
+    ? `Cheapest first; each option verified as the whole cluster. Click a row to see its details below.`
+    : 'No candidate meets the SLOs (see the rejected candidates).';
+  const rejected = $('rejected');
+  rejected.replaceChildren(...plan.rejected.map((r) => {
+    const li = document.createElement('li');
+    li.textContent = `${r.card} tp${r.tp} ${r.weights} (KV ${r.kv_cache}): ${r.reason}`;
+    return li;
+  }));
+  $('plan-section').hidden = false;
+}
+
+function renderCapacity(cap, slo) {
+  const loads = cap.curve.map((p) => p.load);
+  const line = (name, values, color, dash = []) => ({ label: name, data: values, borderColor: color, backgroundColor: color, borderDash: dash, pointRadius: dash.length ? 0 : 3 });
+  drawChart('latency-chart', {
+    type: 'line',
+    data: {
+      labels: loads.map((l) => (Number.isInteger(l) ? l : l.toFixed(2))),
+      datasets: [
+        line('TTFT p95 (ms)', cap.curve.map((p) => p.p95_ttft_ms), '#1f77b4'),
+        line('TPOT p95 (ms)', cap.curve.map((p) => p.p95_tpot_ms), '#ff7f0e'),
+        line('TTFT SLO', loads.map(() => slo.ttft), '#1f77b4', [6, 4]),
+        line('TPOT SLO', loads.map(() => slo.tpot), '#ff7f0e', [6, 4]),
+      ],
+    },
+    // Logarithmic: past the capacity TTFT grows by orders of magnitude, and the SLO lines stay readable.
+    options: { scales: { x: { title: { display: true, text: cap.load_axis } }, y: { type: 'logarithmic', title: { display: true, text: 'ms (log scale)' } } } },
+  });
+  $('capacity-note').textContent = cap.capacity > 0
+    ? `This deployment serves up to ${Number.isInteger(cap.capacity) ? cap.capacity : cap.capacity.toFixed(2)} ${cap.load_axis} within the SLOs.`
+    : 'This deployment misses the SLOs even at the lightest load tried.';
+}
+
+function renderMemory(fit) {
+  const g = fit.per_gpu;
+  const parts = [['weights', g.weights_bytes, '#4c78a8'], ['activations', g.activations_bytes, '#f58518'],
+    ['runtime', g.runtime_bytes, '#54a24b'], ['KV cache', g.kv_cache_bytes, '#e45756'],
+    ['headroom', Math.max(0, g.visible_bytes - g.budget_bytes), '#bab0ac']];
+  drawChart('memory-chart', {
+    type: 'bar',
+    data: { labels: [`${fit.card}, per GPU`], datasets: parts.map(([name, bytes, color]) => ({ label: name, data: [gib(bytes)], backgroundColor: color })) },
+    options: { indexAxis: 'y', scales: { x: { stacked: true, min: 0, title: { display: true, text: 'GiB' } }, y: { stacked: true } } },
+  });
+  $('memory-label').textContent = `(${fit.model}: ${fit.kv_tokens.toLocaleString()} KV tokens)`;
+}
+
+function renderCompare(cmp) {
+  const rows = cmp.deployments.filter((d) => !d.error);
+  drawChart('compare-chart', {
+    type: 'bar',
+    data: {
+      labels: rows.map((d) => d.deployment),
+      datasets: [
+        { label: '$/hour', data: rows.map((d) => d.usd_per_hour), backgroundColor: rows.map((d) => (d.slos_met ? '#54a24b' : '#e45756')), yAxisID: 'y' },
+        { label: 'TTFT p95 (ms)', data: rows.map((d) => d.p95_ttft_ms), backgroundColor: '#4c78a8', yAxisID: 'y2' },
+      ],
+    },
+    options: { scales: { y: { min: 0, title: { display: true, text: '$/hour' } }, y2: { min: 0, position: 'right', title: { display: true, text: 'TTFT p95 (ms)' }, grid: { drawOnChartArea: false } } } },
+  });
+  const best = cmp.deployments.find((d) => d.best);
+  $('compare-note').textContent = best ? `Verdict: ${best.deployment} (green: meets every SLO).` : 'Neither meets every SLO.';
+}
+
+// ---- the flow -----------------------------------------------------------------------------------
+const state = { choice: 0, plan: null, controller: null, details: null };
+
+async function runPlan() {
+  const s = readForm();
+  history.replaceState(null, '', toUrl(s));
+  state.controller?.abort();
+  const controller = new AbortController();
+  state.controller = controller;
+  document.body.dataset.state = 'planning';
+  setStatus('planning…');
+  $('progress').hidden = false;
+  $('progress').value = 0;
+  try {
+    const body = scenarioBody(s);
+    body.plan = { cards: s.cards.length ? s.cards : DEFAULT_CARDS, tp: [1, 2], search_duration: RUN.search_duration, top: 8 };
+    const plan = await postStream('v1/plan', body, controller.signal, (p) => {
+      setStatus(`planning: ${p.phase} ${p.done}/${p.total}`);
+      if (p.total) $('progress').value = p.done / p.total;
+    });
+    if (controller.signal.aborted) return;
+    state.plan = plan;
+    state.choice = Math.min(s.choice, Math.max(0, plan.options.length - 1));
+    renderPlan(plan, state.choice);
+    setStatus(`${plan.options.length} options meet the SLOs`);
+    document.body.dataset.state = 'done';
+    $('progress').hidden = true;
+    details(s, controller.signal);
+  } catch (e) {
+    if (controller.signal.aborted) return;
+    setStatus(e.message, 'error');
+    document.body.dataset.state = 'error';
+    $('progress').hidden = true;
+  }
+}
+
+// The chosen option's latency curve and memory, and the 4090-or-H100 comparison.
+async function details(s, signal) {
+  const option = state.plan.options[state.choice];
+  if (!option) {
+    $('charts').hidden = true;
+    return;
+  }
+  $('charts').hidden = false;
+  const base = scenarioBody(s);
+  const deployment = { card: option.card, tp: option.tp, replicas: option.replicas, weights: option.weights, kv_cache: option.kv_cache };
+  $('curve-label').textContent = `(${option.replicas}x ${label(option)}, ${option.router})`;
+  $('memory-label').textContent = '';
+  const n4090 = state.plan.options.find((o) => o.card === 'rtx-4090' && o.tp === 1)?.replicas ?? 4;
+  const jobs = [
+    postJson('v1/capacity', { ...base, deployment, router: option.router, capacity: { points: 6 } }, signal)
+      .then((cap) => renderCapacity(cap, { ttft: Number(s.ttft), tpot: Number(s.tpot) })),
+    postJson('v1/fit', { ...base, deployment }, signal).then(renderMemory),
+    postJson('v1/compare', { ...base, compare: { deployments: [`${n4090}x rtx-4090`, '1x h100-sxm'] } }, signal).then(renderCompare),
+  ];
+  const results = await Promise.allSettled(jobs);
+  const failed = results.find((r) => r.status === 'rejected' && !signal.aborted);
+  if (failed) setStatus(failed.reason.message, 'error');
+}
+
+function choose(i) {
+  state.choice = i;
+  history.replaceState(null, '', toUrl(readForm()));
+  renderPlan(state.plan, i);
+  details(readForm(), state.controller.signal);
+}
+
+let timer = null;
+function scheduled() {
+  state.choice = 0;
+  clearTimeout(timer);
+  timer = setTimeout(runPlan, 500);
+}
+
+async function start() {
+  const [models, cards] = await Promise.all([fetch('v1/models').then((r) => r.json()), fetch('v1/cards').then((r) => r.json())]);
+  $('model').replaceChildren(...models.map((m) => new Option(`${m.name} (${(m.total_params / 1e9).toFixed(1)}B)`, m.name)));
+  $('cards').replaceChildren(...cards.filter((c) => c.kind === 'gpu').map((c) => {
+    const l = document.createElement('label');
+    const box = document.createElement('input');
+    box.type = 'checkbox';
+    box.value = c.name;
+    l.append(box, ` ${c.name}`);
+    return l;
+  }));
+  const s = fromUrl({ model: 'llama-3.1-8b', amount: '50', think: '20s', in: 'lognormal:600:4000', out: 'lognormal:200:800', ttft: '1000', tpot: '100', load: 'users', cards: DEFAULT_CARDS, config: '', choice: 0 });
+  state.choice = s.choice;
+  writeForm(s);
+  $('inputs').addEventListener('input', scheduled);
+  $('inputs').addEventListener('submit', (e) => {
+    e.preventDefault();
+    clearTimeout(timer);
+    runPlan();
+  });
+  runPlan();
+}
+
+start().catch((e) => {
+  setStatus(`cannot reach the capsim server: ${e.message}`, 'error');
+  document.body.dataset.state = 'error';
+});

@@ -1,0 +1,119 @@
+// The planner page in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
+// against a real `capsim serve`: load the page and see a plan; change the number of users and see
+// the plan change; follow the shared URL and see the same plan; the charts drawn; no request
+// leaves the capsim server; no console error.
+//   node web/tests/page.test.mjs --capsim build/capsim --web build/web
+// Exit 0 pass, 1 fail, 77 skipped (no chromium, or web/node_modules not installed), with the reason.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const capsim = arg('capsim', join(here, '../../build/capsim'));
+const webDir = arg('web', join(here, '../../build/web'));
+const chromiumPath = arg('chromium', '/usr/bin/chromium');
+
+function skip(reason) {
+  console.log(`SKIPPED: ${reason}`);
+  process.exit(77);
+}
+if (!existsSync(chromiumPath)) skip(`no Chromium at ${chromiumPath} (Debian package chromium; scripts/setup.sh installs it)`);
+let chromium;
+try {
+  ({ chromium } = createRequire(import.meta.url)('playwright-core'));
+} catch {
+  skip('playwright-core is not installed (cd web && npm ci; scripts/setup.sh does it)');
+}
+if (!existsSync(join(webDir, 'index.html'))) skip(`the page is not built in ${webDir} (cmake builds it when web/node_modules exists)`);
+
+let failures = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!ok) failures += 1;
+}
+
+// capsim serve on a free port; resolves with its address once it prints it.
+function startServer() {
+  const proc = spawn(capsim, ['serve', '--port', '0', '--web-dir', webDir, '--workers', '2', '--queue', '16'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on (http:\/\/[^/\s]+\/)/);
+      if (m) resolve({ proc, origin: m[1] });
+    });
+    proc.on('exit', (code) => reject(new Error(`capsim serve exited (${code}): ${out}`)));
+  });
+}
+
+// The plan table once the page says it is done: the rows' labels and their $/hour.
+async function planOf(page) {
+  await page.waitForSelector('body[data-state="done"], body[data-state="error"]', { timeout: 240_000 });
+  const state = await page.getAttribute('body', 'data-state');
+  if (state !== 'done') throw new Error(`the page failed: ${await page.textContent('#status')}`);
+  return page.$$eval('#plan-table tbody tr', (rows) => rows.map((r) => ({
+    option: r.dataset.option,
+    usd: Number(r.children[7].textContent),
+    text: r.textContent,
+  })));
+}
+
+const { proc, origin } = await startServer();
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage();
+  const errors = [];
+  const foreign = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('request', (r) => { if (!r.url().startsWith(origin)) foreign.push(r.url()); });
+
+  // 1. Load: 20 chat users of Llama-3.1-8B on the default cards.
+  await page.goto(`${origin}?amount=20`);
+  const small = await planOf(page);
+  check(small.length > 0, `20 users: a plan with ${small.length} options, cheapest ${small[0]?.option} at $${small[0]?.usd}/hour`);
+  await page.waitForFunction(() => document.querySelector('#capacity-note').textContent.length > 0, null, { timeout: 240_000 });
+  await page.waitForFunction(() => document.querySelector('#compare-note').textContent.length > 0, null, { timeout: 240_000 });
+  check(await page.isVisible('#latency-chart'), 'the latency-against-load chart is drawn');
+  check((await page.textContent('#memory-label')).includes('KV tokens'), 'the memory breakdown of the chosen option is drawn');
+  check((await page.textContent('#compare-note')).length > 0, `4090s or an H100: ${await page.textContent('#compare-note')}`);
+
+  // 2. Twenty times the users: the cheapest option must cost more (more or bigger cards).
+  await page.fill('#amount', '400');
+  await page.waitForSelector('body[data-state="planning"]');
+  const big = await planOf(page);
+  check(big.length > 0 && big[0].usd > small[0].usd,
+    `400 users: the plan changes, cheapest ${big[0]?.option} at $${big[0]?.usd}/hour > $${small[0]?.usd}/hour`);
+  const shared = page.url();
+  check(shared.includes('amount=400'), `the URL holds the state: ${shared}`);
+
+  // 3. The shared URL, in a fresh page: the same plan, row for row.
+  const other = await browser.newPage();
+  other.on('pageerror', (e) => errors.push(String(e)));
+  await other.goto(shared);
+  const again = await planOf(other);
+  check(JSON.stringify(again.map((r) => r.text)) === JSON.stringify(big.map((r) => r.text)),
+    'the shared URL shows the same plan');
+  check(await other.inputValue('#amount') === '400', 'the shared URL restores the form');
+
+  check(foreign.length === 0, `no request leaves the capsim server${foreign.length ? `: ${foreign.join(', ')}` : ''}`);
+  check(errors.length === 0, `no console error${errors.length ? `: ${errors.join(' | ')}` : ''}`);
+} catch (e) {
+  check(false, e.stack || String(e));
+} finally {
+  await browser.close();
+  proc.kill('SIGTERM');
+}
+process.exit(failures ? 1 : 0);
