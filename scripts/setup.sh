@@ -6,10 +6,12 @@ cd "$(dirname "$0")/.."
 # gnuplot-nox draws the charts of --report/--plot; chromium renders reports and drives the web
 # planner page in the tests; clang-14 and libclang-rt-14-dev build the sanitizer and libFuzzer
 # runs (scripts/sanitize.sh, scripts/fuzz.sh; docs/robustness.md); nodejs and npm bundle the web
-# planner page of `capsim serve` at build time (web/, docs/server.md); wrk is the server's load test.
+# planner page of `capsim serve` at build time (web/, docs/server.md); wrk is the server's load test;
+# slurm-wlm and munge run the sweep test's one-node Slurm (tests/scale/slurm_sweep_test.sh;
+# docs/scale.md).
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
           nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
-          libclang-rt-14-dev wrk)
+          libclang-rt-14-dev wrk slurm-wlm munge)
 # nodejs and npm bundle the web page and run the `capsim emulate` client tests
 # (tests/emulate/client: the official OpenAI npm client). A Node.js already on the machine, with
 # its own npm, is used as it is: NodeSource's nodejs package provides npm and conflicts with

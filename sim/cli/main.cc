@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add_diff_command(app, exit_code);
   add_serve_command(app, exit_code);
   capsim::emulate::add_emulate_command(app, exit_code);
+  add_sweep_commands(app, exit_code);
   refuse_non_finite(app);
   add_allow_large(app);
   app.footer("run `capsim <command> --help` for a command's flags and examples");

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <unordered_map>
+#include <utility>
 #include <unordered_set>
 
 #include "sim/cluster/live_simulation.h"
@@ -104,6 +106,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       return;
     }
     metrics_.on_token(s, now);
+  }
+
+  void on_decode_steps(const Replica& r, const std::vector<std::int32_t>& batch, SimTime previous,
+                       const std::vector<SimTime>& delivered) override {
+    std::int64_t counted = 0;
+    for (const std::int32_t slot : batch) counted += metrics_.counted(r.seq(slot).req) ? 1 : 0;
+    metrics_.on_decode_steps(counted, previous, delivered);
   }
 
   void on_finish(const Sequence& s, SimTime now) override {
@@ -215,10 +224,28 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       }
       ++events;
     }
+    started_.clear();
     for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
       if (!kick_[i]) continue;
       kick_[i] = 0;
-      start_step(i, now);
+      Replica& r = *replicas_[i];
+      if (r.stepping() || !r.has_work()) continue;
+      const SimTime dur = r.begin_step(now);
+      if (dur > 0) started_.push_back({i, now + dur});
+    }
+    // Skip-ahead (Replica::fast_forward) up to the next event anything could see: the queue's
+    // next event and the other steps begun now. Steps are pushed in replica order, as stepping
+    // one by one pushes them, so events at equal times keep their order. Off in live mode:
+    // requests arrive from outside (the queue's next event is no safe stopping point) and
+    // live clients need one event per token.
+    for (std::size_t k = 0; k < started_.size(); ++k) {
+      SimTime end = started_[k].second;
+      if (cfg_.skip_ahead && !live_) {
+        SimTime horizon = queue_.empty() ? std::numeric_limits<SimTime>::max() : queue_.top().time;
+        for (std::size_t l = k + 1; l < started_.size(); ++l) horizon = std::min(horizon, started_[l].second);
+        end = replicas_[started_[k].first]->fast_forward(end, horizon, *this);
+      }
+      if (end >= 0) queue_.push(end, kStepDone, started_[k].first, 0);
     }
     return events;
   }
@@ -435,6 +462,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<std::int64_t> max_len_;
   std::vector<MemoryPlan> plans_;
   std::vector<char> kick_;
+  std::vector<std::pair<std::uint32_t, SimTime>> started_;  // replicas whose step began now, its end
   EventQueue queue_;
   std::vector<Request> pending_;
   std::vector<std::uint64_t> free_pending_;

@@ -36,6 +36,9 @@ struct SimulationConfig {
   bool progress = false;  // progress line on stderr for runs longer than a second
   // Set by a front end to stop the run (checked every 1024 event times; throws Cancelled).
   CancelFlag cancel;
+  // Skip ahead over quiet decode stretches in closed form (Replica::fast_forward). Results are
+  // byte-identical either way; false steps one by one (tests compare the two).
+  bool skip_ahead = true;
 };
 
 struct ReplicaSummary {

@@ -6,14 +6,9 @@
 
 namespace capsim {
 
-void WeightedSamples::add(double value, std::int64_t count) {
-  if (count <= 0) return;
-  if (!runs_.empty() && runs_.back().first == value) {
-    runs_.back().second += count;
-  } else {
-    if (!runs_.empty() && value < runs_.back().first) sorted_ = false;
-    runs_.emplace_back(value, count);
-  }
+void WeightedSamples::add_run(double value, std::int64_t count) {
+  if (!runs_.empty() && value < runs_.back().first) sorted_ = false;
+  runs_.emplace_back(value, count);
   total_ += count;
 }
 

@@ -12,7 +12,16 @@ namespace capsim {
 
 class WeightedSamples {
  public:
-  void add(double value, std::int64_t count = 1);
+  // Inline: the simulator adds every inter-token gap (a run extended in place, mostly).
+  void add(double value, std::int64_t count = 1) {
+    if (count <= 0) return;
+    if (!runs_.empty() && runs_.back().first == value) {
+      runs_.back().second += count;
+      total_ += count;
+      return;
+    }
+    add_run(value, count);
+  }
   std::int64_t size() const { return total_; }
   bool empty() const { return total_ == 0; }
   double mean() const;
@@ -26,6 +35,7 @@ class WeightedSamples {
   double max() const { return percentile(100); }
 
  private:
+  void add_run(double value, std::int64_t count);  // a new run (add's slow path)
   void sort_if_needed() const;
   double at(std::int64_t index) const;  // the index-th smallest of the expanded list
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 
 #include "sim/core/error.h"
 
@@ -16,6 +17,7 @@ std::uint64_t mix64(std::uint64_t x) {
 }
 
 }  // namespace
+
 
 Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
                  std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
@@ -68,22 +70,34 @@ void Replica::release_all(Sequence& s) {
   s.sw_first = 0;
 }
 
+namespace {
+
 // A block's identity is the hash chain of vLLM (hash of the parent block and this block's
 // tokens); tokens are described by content segments, so the hash combines each segment piece
-// (content id, offset in the segment, length) that the block covers.
-std::uint64_t Replica::block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const {
-  const std::int64_t begin = block * block_size_, end = begin + block_size_;
+// (content id, offset in the segment, length) that the block covers. `seg`/`seg_start` are a
+// cursor into r.segments: the first segment that may overlap `block` and where it starts. Every
+// segment before it ends at or before the block's first token, so it would contribute nothing
+// and never stop the walk; blocks hashed in increasing order move it forward only, so hashing a
+// prompt of S segments and B blocks costs O(S + B) rather than O(S x B).
+std::uint64_t chained_block_hash(const Request& r, std::int64_t block_size, std::uint64_t parent,
+                                 std::int64_t block, std::size_t& seg, std::int64_t& seg_start) {
+  const std::int64_t begin = block * block_size, end = begin + block_size;
   std::uint64_t h = mix64(parent ^ 0x51ed2701a3c4e5f7ULL);
   if (r.segments.empty()) {
     h = mix64(h ^ mix64(r.id * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(block)));
   } else {
-    std::int64_t start = 0;
-    for (const ContentSegment& seg : r.segments) {
-      const std::int64_t s_end = start + seg.tokens;
+    while (seg < r.segments.size() && seg_start + r.segments[seg].tokens <= begin) {
+      seg_start += r.segments[seg].tokens;
+      ++seg;
+    }
+    std::int64_t start = seg_start;
+    for (std::size_t k = seg; k < r.segments.size(); ++k) {
+      const ContentSegment& sg = r.segments[k];
+      const std::int64_t s_end = start + sg.tokens;
       if (s_end > begin && start < end) {
         const std::int64_t from = std::max(begin, start) - start;
         const std::int64_t to = std::min(end, s_end) - start;
-        h = mix64(h ^ mix64(seg.content));
+        h = mix64(h ^ mix64(sg.content));
         h = mix64(h ^ static_cast<std::uint64_t>(from) ^ (static_cast<std::uint64_t>(to) << 32));
       }
       if (s_end >= end) break;
@@ -93,11 +107,22 @@ std::uint64_t Replica::block_hash(const Request& r, std::uint64_t parent, std::i
   return h == 0 ? 1 : h;
 }
 
-void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
-  while (static_cast<std::int64_t>(s.hashes.size()) < blocks) {
-    const std::uint64_t parent = s.hashes.empty() ? 0 : s.hashes.back();
-    s.hashes.push_back(block_hash(s.req, parent, static_cast<std::int64_t>(s.hashes.size())));
+// Appends the hashes of blocks hashes.size() .. blocks - 1 of `r`.
+void extend_block_hashes(const Request& r, std::int64_t block_size, std::int64_t blocks,
+                         std::vector<std::uint64_t>& hashes) {
+  std::size_t seg = 0;
+  std::int64_t seg_start = 0;
+  while (static_cast<std::int64_t>(hashes.size()) < blocks) {
+    const std::uint64_t parent = hashes.empty() ? 0 : hashes.back();
+    hashes.push_back(chained_block_hash(r, block_size, parent,
+                                        static_cast<std::int64_t>(hashes.size()), seg, seg_start));
   }
+}
+
+}  // namespace
+
+void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
+  extend_block_hashes(s.req, block_size_, blocks, s.hashes);
 }
 
 void Replica::add_request(Request r, SimTime now) {
@@ -135,13 +160,10 @@ void Replica::sample_timeline(SimTime now) {
 std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
   if (!kv_.prefix_caching()) return 0;
   const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
-  std::vector<std::uint64_t> hashes;
-  hashes.reserve(static_cast<std::size_t>(max_blocks));
-  std::uint64_t parent = 0;
-  for (std::int64_t b = 0; b < max_blocks; ++b) {
-    parent = block_hash(r, parent, b);
-    hashes.push_back(parent);
-  }
+  // Scratch reused across calls (the router asks for every arrival and every replica).
+  thread_local std::vector<std::uint64_t> hashes;
+  hashes.clear();
+  extend_block_hashes(r, block_size_, max_blocks, hashes);
   return kv_.lookup(hashes.data(), max_blocks);
 }
 
@@ -227,17 +249,18 @@ void Replica::plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens) 
   }
   // vLLM publishes a block's hash when it is scheduled to become full, so a request admitted
   // behind this one can already hit it.
-  if (kv_.prefix_caching()) {
-    const std::int64_t full = std::min<std::int64_t>((s.computed + tokens) / block_size_,
-                                                     static_cast<std::int64_t>(s.blocks.size()));
-    if (full > s.registered) {
-      extend_hashes(s, full);
-      for (std::int64_t b = s.registered; b < full; ++b) {
-        kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
-      }
-      s.registered = full;
-    }
+  if (kv_.prefix_caching()) register_full_blocks(s, s.computed + tokens);
+}
+
+void Replica::register_full_blocks(Sequence& s, std::int64_t computed_after) {
+  const std::int64_t full = std::min<std::int64_t>(computed_after / block_size_,
+                                                   static_cast<std::int64_t>(s.blocks.size()));
+  if (full <= s.registered) return;
+  extend_hashes(s, full);
+  for (std::int64_t b = s.registered; b < full; ++b) {
+    kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
   }
+  s.registered = full;
 }
 
 SimTime Replica::begin_step(SimTime now) {
@@ -253,16 +276,26 @@ SimTime Replica::begin_step(SimTime now) {
     visible_until_ = now;
     policy_->schedule(*this, plan_);
   }
-  stats_.running.add(now, static_cast<double>(running_.size()));
-  stats_.waiting.add(now, static_cast<double>(waiting_.size()));
-  stats_.kv_used_fraction.add(
-      now, kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0);
-  if (now >= stats_.timeline_next) sample_timeline(now);
+  record_state(now);
   if (plan_.items.empty()) return 0;
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
     if (s.first_scheduled < 0) s.first_scheduled = now;
   }
+  stepping_ = true;
+  step_start_ = now;
+  return record_step();
+}
+
+void Replica::record_state(SimTime now) {
+  stats_.running.add(now, static_cast<double>(running_.size()));
+  stats_.waiting.add(now, static_cast<double>(waiting_.size()));
+  stats_.kv_used_fraction.add(
+      now, kv_.num_blocks() ? static_cast<double>(kv_.used_blocks()) / kv_.num_blocks() : 0.0);
+  if (now >= stats_.timeline_next) sample_timeline(now);
+}
+
+SimTime Replica::record_step() {
   const StepBreakdown b = cost_->totals(plan_.shape);
   const SimTime dur = std::max<SimTime>(1, from_seconds(b.seconds));
   stats_.steps += 1;
@@ -279,8 +312,6 @@ SimTime Replica::begin_step(SimTime now) {
   stats_.overhead_s += b.overhead_s;
   stats_.flops += b.flops;
   stats_.bytes += b.bytes;
-  stepping_ = true;
-  step_start_ = now;
   return dur;
 }
 
@@ -350,6 +381,110 @@ Replica::AbortResult Replica::abort(std::uint64_t id, SimTime now) {
   stats_.running.add(now, static_cast<double>(running_.size()));
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
   return AbortResult::kAborted;
+}
+
+// The step in flight only decodes, and the policy would plan the same decodes again: every
+// running sequence, nothing preempted, nothing admissible waiting (see repeats_pure_decode).
+bool Replica::quiet_decode() const {
+  if (!policy_->repeats_pure_decode() || layout_.hybrid() || plan_.preempted != 0) return false;
+  const auto n = static_cast<std::int64_t>(running_.size());
+  if (n == 0 || static_cast<std::int64_t>(plan_.items.size()) != n) return false;
+  if (n > limits().max_num_batched_tokens) return false;
+  return waiting_.empty() || n >= limits().max_num_seqs;
+}
+
+SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs) {
+  if (end >= horizon || !stepping_ || !quiet_decode()) return end;
+  const std::size_t n = running_.size();
+  const std::int64_t bs = block_size_;
+  const SimTime previous = seq(running_[0]).last_token;
+  // Steps whose end may be skipped: none may emit a sequence's last token.
+  std::int64_t steps_left = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < n; ++i) {
+    const ScheduledItem& it = plan_.items[i];
+    if (it.slot != running_[i] || it.tokens != 1) return end;
+    const Sequence& s = seq(it.slot);
+    // A decode (not a prompt's last token), whose previous token came with everyone else's, and
+    // whose blocks and published blocks are exactly those of computed + 1 tokens.
+    if (s.generated < 1 || s.pending() != 1 || s.last_token != previous) return end;
+    const std::int64_t c1 = s.computed + 1;
+    if (static_cast<std::int64_t>(s.blocks.size()) != (c1 + bs - 1) / bs) return end;
+    if (kv_.prefix_caching() && s.registered != c1 / bs) return end;
+    steps_left = std::min(steps_left, s.req.output_tokens - s.generated - 1);
+  }
+  if (steps_left < 1) return end;
+
+  // After m skipped step ends a sequence that had computed c0 tokens computes token c0 + m:
+  // it needs a new block when (c0 + m) % B == 0 and fills one when (c0 + m + 1) % B == 0, so
+  // its boundaries recur every B steps; bucket them by m mod B, in running order.
+  if (boundaries_.size() < static_cast<std::size_t>(bs)) boundaries_.resize(static_cast<std::size_t>(bs));
+  for (std::int64_t r = 0; r < bs; ++r) boundaries_[static_cast<std::size_t>(r)].clear();
+  boundary_allocs_.assign(static_cast<std::size_t>(bs), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t c0 = seq(running_[i]).computed;
+    const auto ra = static_cast<std::size_t>(((-c0) % bs + bs) % bs);
+    const auto rp = static_cast<std::size_t>(((-c0 - 1) % bs + bs) % bs);
+    const bool publish = kv_.prefix_caching();
+    const auto pos = static_cast<std::int32_t>(i);
+    if (ra == rp) {
+      boundaries_[ra].push_back({pos, true, publish});
+    } else {
+      boundaries_[ra].push_back({pos, true, false});
+      if (publish) boundaries_[rp].push_back({pos, false, true});
+    }
+    ++boundary_allocs_[ra];
+  }
+  // Buckets hold positions in running order only if each was filled in that order: it was.
+
+  const EngineProfile& e = deployment_->engine;
+  // end_step's return path with every running sequence emitting.
+  const SimTime ret = from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(n));
+  ff_delivered_.clear();
+  std::int64_t m = 0;
+  SimTime cur = end;
+  bool plain_begin = false;
+  while (m < steps_left && cur < horizon) {
+    // end_step(cur): each sequence computes its token and receives it after the return path.
+    ff_delivered_.push_back(cur + ret);
+    ++m;
+    stepping_ = false;
+    last_step_end_ = cur;
+    // begin_step(cur): the same decodes, back to back with the step that just ended.
+    const std::vector<Boundary>& due = boundaries_[static_cast<std::size_t>(m % bs)];
+    if (boundary_allocs_[static_cast<std::size_t>(m % bs)] > kv_.free_blocks()) {
+      plain_begin = true;  // a grow would fail: the policy preempts; let it
+      break;
+    }
+    for (const Boundary& b : due) {
+      Sequence& s = seq(running_[static_cast<std::size_t>(b.pos)]);
+      const std::int64_t total = s.computed + m + 1;  // s.computed is still c0
+      if (b.allocate) {
+        const bool ok = grow(s, total);
+        assert(ok);
+        (void)ok;
+      }
+      if (b.publish) register_full_blocks(s, total);
+    }
+    visible_until_ = e.async_scheduling ? step_start_ : cur;
+    plan_.shape.decode_context_tokens += static_cast<double>(n);
+    record_state(cur);
+    stepping_ = true;
+    step_start_ = cur;
+    cur += record_step();
+    ++stats_.skipped_steps;
+  }
+  if (m > 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Sequence& s = seq(running_[i]);
+      s.computed += m;
+      s.generated += m;
+      s.last_token = ff_delivered_.back();
+    }
+    obs.on_decode_steps(*this, running_, previous, ff_delivered_);
+  }
+  if (!plain_begin) return cur;
+  const SimTime dur = begin_step(cur);
+  return dur > 0 ? cur + dur : -1;
 }
 
 void Replica::close_stats(SimTime end) {

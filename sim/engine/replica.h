@@ -59,6 +59,8 @@ struct StepPlan {
   void clear() { items.clear(); shape = BatchShape{}; preempted = 0; }
 };
 
+class Replica;
+
 // What the replica reports as sequences progress.
 class ReplicaObserver {
  public:
@@ -66,15 +68,26 @@ class ReplicaObserver {
   // `now` is when the client receives the token (the step's end plus the return path).
   virtual void on_token(const Sequence& s, SimTime now) = 0;     // after s.generated grew
   virtual void on_finish(const Sequence& s, SimTime now) = 0;    // s is complete
+  // Quiet decode steps run at once (Replica::fast_forward): every sequence of `batch` (slots, in
+  // plan order) received one token at each time of `delivered` (ascending), its previous token
+  // at `previous`. Equivalent to on_token for each sequence of each step in order; no sequence
+  // finished and no other event happened in between.
+  virtual void on_decode_steps(const Replica& r, const std::vector<std::int32_t>& batch,
+                               SimTime previous, const std::vector<SimTime>& delivered) = 0;
 };
 
-class Replica;
 // Contract: schedule() fills `plan` with this step's work using the replica's mechanisms; it
 // may preempt and admit. An empty plan means nothing can run now.
 class SchedulerPolicy {
  public:
   virtual ~SchedulerPolicy() = default;
   virtual void schedule(Replica& r, StepPlan& plan) = 0;
+  // True when, for a running set that only decodes (one pending token each), at most
+  // max_num_batched_tokens sequences, nothing preempted and no waiting request that could be
+  // admitted (none waiting, or max_num_seqs running), schedule() plans exactly one decode per
+  // running sequence in running order, growing each by grow() and nothing else. Replica::
+  // fast_forward relies on it to skip such steps in closed form.
+  virtual bool repeats_pure_decode() const { return false; }
 };
 
 struct PolicyInfo {
@@ -104,6 +117,7 @@ struct ReplicaStats {
   TimeWeightedStats running;
   TimeWeightedStats waiting;
   std::int64_t steps = 0;
+  std::int64_t skipped_steps = 0;  // of them, run in closed form by fast_forward (not a result)
   std::int64_t preemptions = 0;
   std::int64_t prompt_tokens_computed = 0;  // incl. recomputation
   std::int64_t prefix_hit_tokens = 0;
@@ -143,6 +157,17 @@ class Replica {
   SimTime begin_step(SimTime now);
   // Applies the step that began last; reports tokens and completions to `obs`.
   void end_step(SimTime now, ReplicaObserver& obs);
+  // Skip-ahead over a quiet decode stretch. Called right after begin_step() began a step that
+  // ends at `end`: when that step only decodes and the coming ones would repeat it (see
+  // SchedulerPolicy::repeats_pure_decode), runs end_step(e) + begin_step(e) for each step end
+  // e < `horizon` (the next event that could touch this replica or the metrics) in closed form:
+  // per step only the step's cost and statistics, per sequence only its block boundaries, the
+  // tokens reported once through obs.on_decode_steps. It stops before a step in which a
+  // sequence would finish, a block allocation could fail, or at `horizon`; the state and every
+  // statistic then equal those of stepping one by one (tests/cluster/skip_ahead_test.cc).
+  // Returns the end of the step now in flight (`end` when nothing was skipped), or -1 when a
+  // plain begin_step at the stretch's end found nothing to run.
+  SimTime fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs);
 
   std::size_t outstanding() const { return running_.size() + waiting_.size(); }
   std::size_t running_count() const { return running_.size(); }
@@ -161,6 +186,7 @@ class Replica {
   std::vector<std::int32_t>& running() { return running_; }
   std::deque<std::int32_t>& waiting() { return waiting_; }
   Sequence& seq(std::int32_t slot) { return seqs_[static_cast<std::size_t>(slot)]; }
+  const Sequence& seq(std::int32_t slot) const { return seqs_[static_cast<std::size_t>(slot)]; }
   KvBlockManager& kv() { return kv_; }
   // Makes room for `s` to hold `total_tokens`; false when too few blocks are free.
   bool grow(Sequence& s, std::int64_t total_tokens);
@@ -177,13 +203,20 @@ class Replica {
 
  private:
   void sample_timeline(SimTime now);
+  // begin_step's bookkeeping once the plan is formed: state statistics at `now`, then (for a
+  // non-empty plan) the step's cost and step statistics; returns the step's duration.
+  void record_state(SimTime now);
+  SimTime record_step();
+  // Publishes `s`'s blocks that are full once `computed_after` tokens are computed (prefix
+  // caching: vLLM publishes a block's hash when a step is scheduled to fill it).
+  void register_full_blocks(Sequence& s, std::int64_t computed_after);
+  bool quiet_decode() const;
   // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
   // has computed `computed` tokens, and returns the sliding blocks it needs to hold `total`.
   std::int64_t trim_window(Sequence& s, std::int64_t computed);
   std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const;
   void release_all(Sequence& s);
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
-  std::uint64_t block_hash(const Request& r, std::uint64_t parent, std::int64_t block) const;
 
   std::uint32_t index_;
   const Deployment* deployment_;
@@ -203,6 +236,16 @@ class Replica {
   SimTime last_step_end_ = -1;
   SimTime visible_until_ = 0;
   ReplicaStats stats_;
+  // fast_forward's scratch, kept to avoid allocating per stretch: per residue of the step
+  // index modulo block_size, the running positions with a block boundary at that step.
+  struct Boundary {
+    std::int32_t pos;  // index into running_
+    bool allocate;     // the step needs a new block for this sequence
+    bool publish;      // the step fills a block (prefix caching)
+  };
+  std::vector<std::vector<Boundary>> boundaries_;
+  std::vector<std::int32_t> boundary_allocs_;
+  std::vector<SimTime> ff_delivered_;
 };
 
 }  // namespace capsim

@@ -1,5 +1,8 @@
 #include "sim/plan/planner.h"
 
+#include <future>
+#include <mutex>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -218,6 +221,14 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     }
     if (round.empty()) break;
     std::vector<ReplicaSearch> results(round.size() * routers.size());
+    // One replica behind any router is the same run (every router sends every request to it), so
+    // the routers' searches of an option share it: the first to need it runs it, the others wait
+    // for that run. Not with extra card groups (then one replica of the option is not alone).
+    struct SharedRun {
+      std::mutex mutex;
+      std::optional<std::shared_future<Evaluation>> run;
+    };
+    std::vector<SharedRun> one_replica(round.size());
     run_parallel(
         results.size(), threads,
         [&](std::size_t k) {
@@ -229,8 +240,34 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           c.kv = from.kv;
           c.router = routers[k % routers.size()];
           const int by_cards = std::max(1, space.max_cards / c.tp);
-          results[k] = search_whole_cluster(spec_of(base, c), from.search.best.replicas, by_cards, space.min_goodput,
-                                            space.replications);
+          const scenario::ScenarioSpec spec = spec_of(base, c);
+          SharedRun& shared = one_replica[k / routers.size()];
+          const auto evaluator = [&](int n) -> Evaluation {
+            if (n != 1 || routers.size() < 2 || !spec.extra_groups.empty()) {
+              return evaluate(spec, n, space.min_goodput, space.replications);
+            }
+            std::promise<Evaluation> mine;
+            std::shared_future<Evaluation> run;
+            bool runs_here = false;
+            {
+              std::lock_guard<std::mutex> lock(shared.mutex);
+              if (!shared.run) {
+                shared.run = mine.get_future().share();
+                runs_here = true;
+              }
+              run = *shared.run;
+            }
+            if (runs_here) {
+              try {
+                mine.set_value(evaluate(spec, 1, space.min_goodput, space.replications));
+              } catch (...) {
+                mine.set_exception(std::current_exception());
+              }
+            }
+            return run.get();
+          };
+          results[k] = search_whole_cluster(spec, from.search.best.replicas, by_cards, space.min_goodput,
+                                            space.replications, evaluator);
         },
         {});
     for (std::size_t i = 0; i < round.size(); ++i) {

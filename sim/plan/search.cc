@@ -312,7 +312,11 @@ ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replic
 }
 
 ReplicaSearch search_whole_cluster(const scenario::ScenarioSpec& spec, int start, int max_replicas,
-                                   std::optional<double> min_goodput, int replications) {
+                                   std::optional<double> min_goodput, int replications,
+                                   const std::function<Evaluation(int)>& evaluator) {
+  const auto evaluate = [&](const scenario::ScenarioSpec& s, int n, std::optional<double> g, int reps) {
+    return evaluator ? evaluator(n) : plan::evaluate(s, n, g, reps);
+  };
   ReplicaSearch out;
   start = std::clamp(start, 1, std::max(1, max_replicas));
   Evaluation first = evaluate(spec, start, min_goodput, replications);

@@ -100,9 +100,12 @@ ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replic
 
 // Fewest replicas in 1..max_replicas meeting the SLOs as a whole cluster behind spec.router,
 // starting from `start` (a load-share estimate): downwards while one fewer still meets them,
-// otherwise upwards in doubling steps, then bisecting. Every evaluation is a whole-cluster run.
+// otherwise upwards in doubling steps, then bisecting. Every evaluation is a whole-cluster run:
+// evaluate(spec, n, min_goodput, replications), or `evaluator(n)` when given (it must return
+// exactly that; the planner shares one-replica runs between routers through it).
 ReplicaSearch search_whole_cluster(const scenario::ScenarioSpec& spec, int start, int max_replicas,
-                                   std::optional<double> min_goodput, int replications = 1);
+                                   std::optional<double> min_goodput, int replications = 1,
+                                   const std::function<Evaluation(int)>& evaluator = {});
 
 // Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not
 // depend on the thread count. `progress(done, total)` is called from a watcher thread.

@@ -1,0 +1,242 @@
+// Skip-ahead over quiet decode stretches (Replica::fast_forward) must not change any result:
+// every scenario below runs twice, stepping one by one (SimulationConfig::skip_ahead = false)
+// and skipping ahead, and every number the simulation returns is compared bit for bit (doubles
+// as hexadecimal floats): per-request records, percentiles, throughputs, each replica's
+// statistics and timeline, the cluster timeline and the steady-state analysis. Each scenario
+// also checks that skipping happened and that what it exercises (preemption, prefix hits,
+// several replicas, waiting requests) really occurred, so the comparison cannot pass vacuously.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+#include "sim/cluster/simulation.h"
+#include "sim/workload/generators.h"
+#include "tests/engine/test_support.h"
+
+namespace {
+
+using namespace capsim;
+using namespace capsim::test;
+
+struct Fingerprint {
+  std::string text;
+  void add(const char* name, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %s=%a", name, v);
+    text += buf;
+  }
+  void add(const char* name, std::int64_t v) { text += " " + std::string(name) + "=" + std::to_string(v); }
+  void add(const char* name, const Percentiles& p) {
+    text += std::string("\n") + name + ":";
+    add("mean", p.mean); add("median", p.median); add("std", p.std); add("p90", p.p90);
+    add("p95", p.p95); add("p99", p.p99); add("min", p.min); add("max", p.max);
+    add("count", static_cast<std::int64_t>(p.count));
+  }
+  void add(const char* name, const StreamingStats& s) {
+    text += std::string("\n") + name + ":";
+    add("n", static_cast<std::int64_t>(s.count()));
+    if (s.count() == 0) return;
+    add("mean", s.mean()); add("var", s.variance()); add("min", s.min()); add("max", s.max());
+  }
+  void add(const char* name, const WeightedSamples& s) {
+    text += std::string("\n") + name + ":";
+    add("n", s.size());
+    if (s.empty()) return;
+    add("mean", s.mean()); add("sd", s.stddev()); add("p50", s.percentile(50));
+    add("p99", s.percentile(99)); add("max", s.max());
+  }
+  void add(const char* name, const TimeWeightedStats& s, SimTime end) {
+    text += std::string("\n") + name + ":";
+    if (s.empty()) return;
+    add("mean", s.mean(end)); add("peak", s.peak()); add("integral", s.integral(end));
+  }
+};
+
+// Everything simulate() returns, except ReplicaStats::skipped_steps (how the run was computed).
+std::string fingerprint(const SimulationResult& r) {
+  Fingerprint f;
+  for (const RequestRecord& q : r.records) {
+    f.text += "\nrec";
+    f.add("id", static_cast<std::int64_t>(q.id));
+    f.add("arrival", q.arrival_s); f.add("frontend", q.frontend_s); f.add("queue", q.queue_s);
+    f.add("prefill", q.prefill_s); f.add("return", q.return_s); f.add("ttft", q.ttft_s);
+    f.add("e2el", q.e2el_s); f.add("tpot", q.tpot_s);
+    f.add("prompt", q.prompt_tokens); f.add("output", q.output_tokens);
+    f.add("hit", q.prefix_hit_tokens); f.add("preempt", static_cast<std::int64_t>(q.preemptions));
+    f.add("replica", static_cast<std::int64_t>(q.replica));
+  }
+  f.add("ttft", r.ttft); f.add("tpot", r.tpot); f.add("itl", r.itl); f.add("e2el", r.e2el);
+  f.add("queue", r.queue); f.add("frontend", r.frontend); f.add("prefill", r.prefill);
+  f.add("first_token_return", r.first_token_return);
+  f.text += "\ntotals";
+  f.add("duration", r.duration_s); f.add("simulated", r.simulated_s);
+  f.add("completed", r.completed); f.add("rejected", r.rejected); f.add("arrived", r.arrived);
+  f.add("in", r.total_input_tokens); f.add("out", r.total_output_tokens);
+  f.add("req_tp", r.request_throughput); f.add("out_tp", r.output_throughput);
+  f.add("tok_tp", r.total_token_throughput); f.add("goodput", r.request_goodput);
+  f.add("good_frac", r.goodput_fraction); f.add("max_conc", r.max_concurrent_requests);
+  f.add("preemptions", r.preemptions); f.add("hit_rate", r.prefix_hit_rate);
+  f.add("lag", r.scheduling_lag_s); f.add("steps", r.steps);
+  const SimTime end = from_seconds(r.simulated_s);
+  for (const ReplicaSummary& rs : r.replicas) {
+    const ReplicaStats& s = rs.stats;
+    f.text += "\nreplica " + std::to_string(rs.index) + " " + rs.card;
+    f.add("step_s", s.step_seconds); f.add("batch_tokens", s.batch_tokens);
+    f.add("batch_seqs", s.batch_sequences); f.add("step_ms", s.step_ms_distribution);
+    f.add("seq_dist", s.batch_sequences_distribution);
+    f.add("kv", s.kv_used_fraction, end); f.add("running", s.running, end);
+    f.add("waiting", s.waiting, end);
+    f.add("steps", s.steps); f.add("preemptions", s.preemptions);
+    f.add("prompt_computed", s.prompt_tokens_computed); f.add("hits", s.prefix_hit_tokens);
+    f.add("looked", s.prefix_lookup_tokens); f.add("busy", s.busy_seconds);
+    f.add("compute", s.compute_s); f.add("memory", s.memory_s);
+    f.add("comm", s.communication_s); f.add("overhead", s.overhead_s);
+    f.add("flops", s.flops); f.add("bytes", s.bytes);
+    f.add("interval", s.timeline_interval); f.add("next", s.timeline_next);
+    for (const TimelineSample& t : s.timeline) {
+      f.text += "\n t";
+      f.add("at", t.time_s); f.add("kv", t.kv_used_fraction);
+      f.add("run", static_cast<std::int64_t>(t.running)); f.add("wait", static_cast<std::int64_t>(t.waiting));
+    }
+  }
+  for (const ClusterSample& c : r.timeline) {
+    f.text += "\n c";
+    f.add("at", c.time_s); f.add("kv", c.kv_used_fraction); f.add("run", c.running); f.add("wait", c.waiting);
+  }
+  f.text += "\nsteady";
+  f.add("transient_end", r.steady.transient_end_s);
+  f.add("truncated", static_cast<std::int64_t>(r.steady.truncated));
+  return f.text;
+}
+
+std::int64_t skipped(const SimulationResult& r) {
+  std::int64_t n = 0;
+  for (const ReplicaSummary& rs : r.replicas) n += rs.stats.skipped_steps;
+  return n;
+}
+
+// Runs `make()`'s workload on `c` both ways; returns the skip-ahead result after comparing.
+template <typename MakeWorkload>
+SimulationResult both_ways(SimulationConfig c, MakeWorkload make) {
+  c.skip_ahead = false;
+  auto w1 = make();
+  const SimulationResult stepped = simulate(c, *w1);
+  c.skip_ahead = true;
+  auto w2 = make();
+  SimulationResult skipping = simulate(c, *w2);
+  CHECK(skipped(stepped) == 0);
+  CHECK(skipped(skipping) > 0);
+  CHECK(stepped.steps == skipping.steps);
+  const std::string a = fingerprint(stepped), b = fingerprint(skipping);
+  CHECK(a.size() > 1000);
+  if (a != b) {
+    // Show the first difference rather than two long strings.
+    std::size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+    const std::size_t from = i > 200 ? i - 200 : 0;
+    FAIL("results differ at byte " << i << ":\nstepped: " << a.substr(from, 400)
+                                   << "\nskipping: " << b.substr(from, 400));
+  }
+  return skipping;
+}
+
+OpenLoopConfig open_loop(double rate, std::int64_t requests, double prompt, double output,
+                         std::uint64_t seed) {
+  OpenLoopConfig o;
+  o.stages = {{rate, 0}};
+  o.requests = requests;
+  o.lengths.prompt = Distribution::parse("lognormal:" + std::to_string(prompt) + ":" +
+                                             std::to_string(4 * prompt),
+                                         Distribution::Unit::kTokens, "test");
+  o.lengths.output = Distribution::parse("lognormal:" + std::to_string(output) + ":" +
+                                             std::to_string(4 * output),
+                                         Distribution::Unit::kTokens, "test");
+  o.seed = seed;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("skip-ahead: the issue's workload (Llama-2-7B, A100-80GB, 8 req/s) as shipped and synchronous",
+          "[skip-ahead]") {
+  // 512 in / 256 out, 128 sequences, 2,048-token budget; with the vLLM profile's request path
+  // (front end, return path, asynchronous scheduling) and without it (synchronous, no delays).
+  for (const bool request_path : {true, false}) {
+    Deployment d = deployment("llama-2-7b", "a100-80gb-sxm", 1, "vllm", request_path);
+    d.limits.max_num_seqs = 128;
+    d.limits.max_num_batched_tokens = 2048;
+    SimulationConfig c;
+    c.groups = {ReplicaGroup{d, 1}};
+    OpenLoopConfig o;
+    o.stages = {{8.0, 0}};
+    o.requests = 600;
+    o.lengths.prompt = Distribution::fixed(512, Distribution::Unit::kTokens);
+    o.lengths.output = Distribution::fixed(256, Distribution::Unit::kTokens);
+    o.seed = 3;
+    const SimulationResult r = both_ways(c, [&] { return make_open_loop(o); });
+    CHECK(r.completed == 600);
+    CHECK(r.frontend.mean == (request_path ? Approx(d.engine.frontend_s + 512 * d.engine.frontend_per_prompt_token_s) : Approx(0.0)));
+  }
+}
+
+TEST_CASE("skip-ahead: chat users with prefix caching, warm-up and an SLO", "[skip-ahead]") {
+  // Multi-turn sessions: each turn's prompt is the history, so prefix hits happen; blocks
+  // published during decodes are looked up by later turns.
+  Deployment d = deployment("mistral-7b", "h100-sxm", 1, "vllm", true);
+  d.limits.enable_prefix_caching = true;
+  SimulationConfig c;
+  c.groups = {ReplicaGroup{d, 1}};
+  c.warmup = from_seconds(20);
+  c.stop_arrivals = from_seconds(120);
+  c.slo.ttft_s = 0.2;
+  ClosedLoopConfig u;
+  u.users = 60;
+  u.think = Distribution::parse("exponential:5s", Distribution::Unit::kSeconds, "test");
+  u.turns = Distribution::parse("geometric:4", Distribution::Unit::kCount, "test");
+  u.lengths = {Distribution::parse("lognormal:150:1200", Distribution::Unit::kTokens, "test"),
+               Distribution::parse("lognormal:250:1000", Distribution::Unit::kTokens, "test")};
+  u.prefix.groups = 1;
+  u.prefix.system_prompt_tokens = 300;
+  u.seed = 5;
+  const SimulationResult r = both_ways(c, [&] { return make_closed_loop(u); });
+  CHECK(r.prefix_hit_rate > 0.3);
+}
+
+TEST_CASE("skip-ahead: preemption under a small KV cache and max_num_seqs with requests waiting",
+          "[skip-ahead]") {
+  // 25% of an H100's 80 GB for the engine leaves about 4 GB for the KV cache after 16 GB of
+  // weights: some 30k tokens at 128 KiB per token, less than 24 sequences of ~1,500 + 600 tokens
+  // need, so at 6 req/s sequences are preempted and recomputed; with 24 sequences at most,
+  // requests also wait while the running set decodes (a quiet stretch with a non-empty queue).
+  for (const bool request_path : {true, false}) {
+    Deployment d = deployment("llama-3.1-8b", "h100-sxm", 1, "vllm", request_path);
+    d.limits.gpu_memory_utilization = 0.25;
+    d.limits.max_num_seqs = 24;
+    d.validate();
+    SimulationConfig c;
+    c.groups = {ReplicaGroup{d, 1}};
+    const OpenLoopConfig o = open_loop(6.0, 400, 1500, 600, 11);
+    const SimulationResult r = both_ways(c, [&] { return make_open_loop(o); });
+    CHECK(r.preemptions > 0);
+    double peak_waiting = 0;
+    for (const ReplicaSummary& rs : r.replicas) peak_waiting = std::max(peak_waiting, rs.stats.waiting.peak());
+    CHECK(peak_waiting > 0);
+  }
+}
+
+TEST_CASE("skip-ahead: several replicas of two card types behind each router", "[skip-ahead]") {
+  // Three replicas (two H100s, one A100) step out of phase: a replica skips only up to the next
+  // event anywhere, so arrivals routed by load or by prefix see every replica's exact state.
+  for (const char* router : {"least-outstanding", "prefix-aware", "round-robin"}) {
+    SimulationConfig c;
+    c.groups = {ReplicaGroup{deployment("llama-3.1-8b", "h100-sxm", 1, "vllm", true), 2},
+                ReplicaGroup{deployment("llama-3.1-8b", "a100-80gb-sxm", 1, "vllm", true), 1}};
+    c.router = router;
+    OpenLoopConfig o = open_loop(12.0, 500, 400, 300, 7);
+    o.prefix.groups = 4;
+    o.prefix.system_prompt_tokens = 200;
+    const SimulationResult r = both_ways(c, [&] { return make_open_loop(o); });
+    CHECK(r.replicas.size() == 3);
+    for (const ReplicaSummary& rs : r.replicas) CHECK(rs.stats.steps > 0);
+  }
+}
