@@ -139,7 +139,9 @@ TEST_CASE("fp4: decode reads 0.5625 B per nvfp4 weight and the experts at their 
   one.add_decode(1024);
   const StepBreakdown o = oss_cost.breakdown(one);
   const OperatorCost& moe = group(o, "moe_mlp");
-  const OperatorCost& bf16_moe = group(RooflineCost(resolve("gpt-oss-120b", "h100-sxm", "bf16")).breakdown(one), "moe_mlp");
+  // The breakdown is kept in a variable: group() returns a reference into it.
+  const StepBreakdown bf16 = RooflineCost(resolve("gpt-oss-120b", "h100-sxm", "bf16")).breakdown(one);
+  const OperatorCost& bf16_moe = group(bf16, "moe_mlp");
   // Same shapes, same token: the routed experts' bytes shrink by 0.53125 / 2; the router and
   // activations are unchanged, so the difference is exactly the experts' saving.
   const double experts_bytes_bf16 = 36.0 * 4 * oss.model.expert_params() * 2.0;
