@@ -13,7 +13,7 @@ namespace {
 
 const char* const kOverrideForm =
     "accepted form: --price CARD=USD_PER_HOUR, e.g. --price h100-sxm=2.49 (US dollars per "
-    "GPU-hour, a plain number > 0; repeat the flag for several cards)";
+    "GPU-hour, a plain number in (0, 1000]; repeat the flag for several cards)";
 
 bool is_year_month(const std::string& s) {
   if (s.size() != 7 || s[4] != '-') return false;

@@ -153,5 +153,5 @@ TEST_CASE("cli: batch-serve bad input is pinned", "[cli]") {
         "capsim: error: --price: t4=0: a price must be in (0, 1000] US dollars per card-hour; "
         "accepted form: --price "
         "CARD=USD_PER_HOUR, e.g. --price h100-sxm=2.49 (US dollars per GPU-hour, a plain number "
-        "> 0; repeat the flag for several cards)\n");
+        "in (0, 1000]; repeat the flag for several cards)\n");
 }

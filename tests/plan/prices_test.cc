@@ -103,7 +103,7 @@ TEST_CASE("prices: --price overrides replace the file's rent, aliases resolve", 
 TEST_CASE("prices: malformed --price values are pinned", "[plan][prices]") {
   const std::string form =
       "accepted form: --price CARD=USD_PER_HOUR, e.g. --price h100-sxm=2.49 (US dollars per "
-      "GPU-hour, a plain number > 0; repeat the flag for several cards)";
+      "GPU-hour, a plain number in (0, 1000]; repeat the flag for several cards)";
   CHECK(message_of([] { parse_price_override("h100-sxm"); }) ==
         "--price: 'h100-sxm' has no '='; " + form);
   CHECK(message_of([] { parse_price_override("=2.49"); }) ==
