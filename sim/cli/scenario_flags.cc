@@ -31,6 +31,23 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind_dep(&DeploymentSpec::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
   bind_dep(&DeploymentSpec::async_scheduling, "--async-scheduling",
            "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
+  bind_dep(&DeploymentSpec::speculative_config, "--speculative-config",
+           "speculative decoding, vLLM's JSON: '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'; "
+           "methods eagle3, eagle, mtp (deepseek_mtp), ngram, draft_model (with \"model\": a catalogue name)");
+  bind_dep(&DeploymentSpec::spec_acceptance, "--spec-acceptance",
+           "speculative acceptance per draft position: one alpha (0.7) or one per position (0.9,0.8,0.7); "
+           "default: the method's cited value (docs/deployment-options.md)");
+  bind_dep(&DeploymentSpec::spec_acceptance_decay, "--spec-acceptance-decay",
+           "with one --spec-acceptance alpha: alpha_i = alpha x decay^(i-1) (default 1)")->check(CLI::Range(0.0, 1.0));
+  bind_dep(&DeploymentSpec::enable_lora, "--enable-lora", "true/false: serve LoRA adapters (vLLM --enable-lora)");
+  bind_dep(&DeploymentSpec::max_loras, "--max-loras", "LoRA adapters in one batch / GPU slots (vLLM default 1)")->check(CLI::Range(1, 4096));
+  bind_dep(&DeploymentSpec::max_lora_rank, "--max-lora-rank", "rank every GPU slot is sized for (vLLM default 16; 1, 8, 16, 32, 64, 128, 256, 320, 512)");
+  bind_dep(&DeploymentSpec::max_cpu_loras, "--max-cpu-loras", "adapters cached in host memory (vLLM default: max-loras)")->check(CLI::Range(1, 1'000'000));
+  bind_dep(&DeploymentSpec::lora_rank, "--lora-rank", "the adapters' own rank r (default: max-lora-rank)")->check(CLI::Range(1, 512));
+  bind_dep(&DeploymentSpec::lora_target_modules, "--lora-target-modules",
+           "layers the adapters train, comma-separated (default q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)");
+  bind(&ScenarioSpec::lora_adapters, "--lora-adapters", "distinct adapters the requests name (0 = base model only)")->check(CLI::Range(0, 1'000'000));
+  bind(&ScenarioSpec::lora_distribution, "--lora-distribution", "how requests pick adapters: uniform (default) or zipf:S");
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
   }

@@ -19,7 +19,7 @@
 #include "sim/core/event_queue.h"
 #include "sim/core/invariant.h"
 #include "sim/core/run_limits.h"
-#include "sim/cost/roofline_cost.h"
+#include "sim/cost/serving_cost.h"
 
 namespace capsim {
 namespace {
@@ -81,7 +81,11 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
                     std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
       }
-      auto cost = std::make_shared<RooflineCost>(d);
+      if ((d.speculative || d.lora) && cfg.policy != "vllm-v1") {
+        throw Error(std::string(d.speculative ? "--speculative-config" : "--enable-lora") +
+                    ": modelled with the vllm-v1 scheduler only (got --scheduler " + cfg.policy + ")");
+      }
+      auto cost = make_serving_cost(d);
       const std::int64_t max_len = plan.max_model_len;
       for (int i = 0; i < g.replicas; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
@@ -96,6 +100,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   }
 
   void arrive(Request r) override {
+    if (cfg_.adapters.count > 0 && r.adapter < 0) r.adapter = cfg_.adapters.adapter_of(r.id);
     const SimTime at = r.arrival;
     queue_.push(at, kArrival, 0, hold(std::move(r)));
   }

@@ -39,6 +39,8 @@ struct SimulationConfig {
   // Skip ahead over quiet decode stretches in closed form (Replica::fast_forward). Results are
   // byte-identical either way; false steps one by one (tests compare the two).
   bool skip_ahead = true;
+  // Multi-LoRA: which adapter each arriving request names (count 0 = none; llm/lora.h).
+  AdapterMix adapters;
 };
 
 struct ReplicaSummary {

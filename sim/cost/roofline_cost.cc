@@ -133,7 +133,8 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
         attention_rate_, 1, layers_, attention_bandwidth_);
   }
   if (b.decode_sequences > 0) {
-    add("attention_decode", attention_flops_per_pair_ * b.decode_context_tokens,
+    // Speculative drafts add query tokens over the same KV (read once per sequence).
+    add("attention_decode", attention_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
         b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, layers_,
         attention_bandwidth_);
   }

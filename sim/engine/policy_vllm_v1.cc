@@ -15,7 +15,9 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
   for (std::size_t i = 0; i < running.size() && budget > 0;) {
     const std::int32_t slot = running[i];
     Sequence& s = r.seq(slot);
-    const std::int64_t n = std::min<std::int64_t>(s.pending(), budget);
+    // A decode under speculative decoding verifies its drafts too (vLLM counts them in the
+    // token budget and allocates their slots: num_lookahead_tokens).
+    const std::int64_t n = std::min<std::int64_t>(s.pending() + r.lookahead(s), budget);
     bool self_preempted = false;
     while (!r.grow(s, s.computed + n)) {
       const std::int32_t victim = running.back();
@@ -35,10 +37,19 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
   }
   if (preempted) return;
   auto& waiting = r.waiting();
+  // Multi-LoRA: requests whose adapter would exceed max_loras are set aside and the queue goes
+  // on; they return to its front, in order, after this step's admissions (vLLM V1's
+  // skipped_waiting_requests).
+  std::vector<std::int32_t> skipped;
   while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs && budget > 0) {
     const std::int32_t slot = waiting.front();
     if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
+    if (!r.lora_admissible(s)) {
+      skipped.push_back(slot);
+      waiting.pop_front();
+      continue;
+    }
     const std::int64_t hits = r.lookup_hits(s);
     const std::int64_t want = s.tokens() - hits * lim.block_size;
     // Without chunked prefill a prompt runs whole. One longer than the remaining budget waits,
@@ -51,6 +62,7 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
     r.plan_item(plan, slot, n);
     budget = std::max<std::int64_t>(0, budget - n);
   }
+  waiting.insert(waiting.begin(), skipped.begin(), skipped.end());
 }
 
 }  // namespace capsim

@@ -29,6 +29,7 @@ Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const
       kv_(kv_blocks, d.limits.enable_prefix_caching),
       block_size_(d.limits.block_size),
       layout_(layout) {
+  if (d.speculative) spec_k_ = d.speculative->num_speculative_tokens;
   if (layout_.hybrid() && layout_.full_groups != 1) {
     throw Error("KV layout: the block manager models one full-attention group, got " +
                 std::to_string(layout_.full_groups));
@@ -242,14 +243,70 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
 void Replica::plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens) {
   Sequence& s = seq(slot);
   plan.items.push_back({slot, tokens});
+  // Only a token whose KV will certainly be kept is published: not a speculative draft.
+  std::int64_t publish = tokens;
   if (s.generated > 0 && s.pending() == 1 && tokens == 1) {
     plan.shape.add_decode(s.computed + 1);
+  } else if (s.generated > 0 && s.pending() == 1 && spec_k_ > 0) {
+    plan.shape.add_speculative_decode(s.computed + 1, tokens - 1);
+    publish = 1;
   } else {
     plan.shape.add_prefill_chunk(s.computed, tokens, s.computed + tokens == s.tokens());
   }
+  if (deployment_->lora && s.req.adapter >= 0) {
+    plan.shape.lora_tokens += tokens;
+    if (std::find(plan.adapters.begin(), plan.adapters.end(), s.req.adapter) == plan.adapters.end()) {
+      plan.adapters.push_back(s.req.adapter);
+      plan.shape.lora_adapters += 1;
+    }
+  }
   // vLLM publishes a block's hash when it is scheduled to become full, so a request admitted
   // behind this one can already hit it.
-  if (kv_.prefix_caching()) register_full_blocks(s, s.computed + tokens);
+  if (kv_.prefix_caching()) register_full_blocks(s, s.computed + publish);
+}
+
+bool Replica::lora_admissible(const Sequence& s) const {
+  if (!deployment_->lora || s.req.adapter < 0) return true;
+  std::vector<std::int32_t> distinct;
+  for (const std::int32_t slot : running_) {
+    const std::int32_t a = seq(slot).req.adapter;
+    if (a == s.req.adapter) return true;
+    if (a >= 0 && std::find(distinct.begin(), distinct.end(), a) == distinct.end()) distinct.push_back(a);
+  }
+  return static_cast<int>(distinct.size()) < deployment_->lora->max_loras;
+}
+
+void Replica::load_adapters() {
+  const LoraConfig& c = *deployment_->lora;
+  for (const std::int32_t a : plan_.adapters) {
+    const auto gpu = std::find(lora_gpu_.begin(), lora_gpu_.end(), a);
+    if (gpu != lora_gpu_.end()) {
+      lora_gpu_.erase(gpu);
+      lora_gpu_.push_back(a);
+    } else {
+      // Evict the least recently used slot not needed by this step (the scheduler keeps a
+      // step's adapters within max_loras, so one exists).
+      if (static_cast<int>(lora_gpu_.size()) >= c.max_loras) {
+        for (auto it = lora_gpu_.begin(); it != lora_gpu_.end(); ++it) {
+          if (std::find(plan_.adapters.begin(), plan_.adapters.end(), *it) == plan_.adapters.end()) {
+            lora_gpu_.erase(it);
+            break;
+          }
+        }
+      }
+      lora_gpu_.push_back(a);
+      plan_.shape.lora_loads += 1;
+      ++stats_.lora_loads;
+    }
+    const auto host = std::find(lora_host_.begin(), lora_host_.end(), a);
+    if (host != lora_host_.end()) {
+      lora_host_.erase(host);
+    } else {
+      ++stats_.lora_host_misses;
+      if (static_cast<int>(lora_host_.size()) >= c.cpu_slots()) lora_host_.erase(lora_host_.begin());
+    }
+    lora_host_.push_back(a);
+  }
 }
 
 void Replica::register_full_blocks(Sequence& s, std::int64_t computed_after) {
@@ -278,6 +335,7 @@ SimTime Replica::begin_step(SimTime now) {
   }
   record_state(now);
   if (plan_.items.empty()) return 0;
+  if (deployment_->lora) load_adapters();
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
     if (s.first_scheduled < 0) s.first_scheduled = now;
@@ -332,9 +390,24 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
       now + from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(emitting));
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
-    s.computed += it.tokens;
-    if (s.computed < s.tokens()) continue;  // a prefill chunk that is not the last
-    s.generated += 1;
+    std::int64_t emitted = 1;
+    if (it.tokens > 1 && s.generated > 0 && s.pending() == 1) {
+      // A speculative decode: the pending token and the accepted drafts keep their KV; the
+      // target's token after them is emitted with them (never past the request's output).
+      const auto drafts = static_cast<int>(it.tokens - 1);
+      const std::int64_t accepted = std::min<std::int64_t>(
+          deployment_->speculative->draw_accepted(s.req.id, s.generated, drafts),
+          s.req.output_tokens - s.generated);
+      stats_.spec_verifies += 1;
+      stats_.spec_drafts += drafts;
+      stats_.spec_accepted += accepted - 1;
+      s.computed += accepted;
+      emitted = accepted;
+    } else {
+      s.computed += it.tokens;
+      if (s.computed < s.tokens()) continue;  // a prefill chunk that is not the last
+    }
+    s.generated += emitted;
     if (s.first_token < 0) {
       s.first_token_engine = now;
       s.first_token = delivered;
@@ -386,6 +459,9 @@ Replica::AbortResult Replica::abort(std::uint64_t id, SimTime now) {
 // The step in flight only decodes, and the policy would plan the same decodes again: every
 // running sequence, nothing preempted, nothing admissible waiting (see repeats_pure_decode).
 bool Replica::quiet_decode() const {
+  // Speculative decodes emit a drawn number of tokens and LoRA steps may load adapters: neither
+  // repeats a step in closed form.
+  if (spec_k_ > 0 || deployment_->lora) return false;
   if (!policy_->repeats_pure_decode() || layout_.hybrid() || plan_.preempted != 0) return false;
   const auto n = static_cast<std::int64_t>(running_.size());
   if (n == 0 || static_cast<std::int64_t>(plan_.items.size()) != n) return false;

@@ -56,7 +56,8 @@ struct StepPlan {
   std::vector<ScheduledItem> items;
   BatchShape shape;
   std::int32_t preempted = 0;
-  void clear() { items.clear(); shape = BatchShape{}; preempted = 0; }
+  std::vector<std::int32_t> adapters;  // distinct LoRA adapters of the step (multi-LoRA only)
+  void clear() { items.clear(); shape = BatchShape{}; preempted = 0; adapters.clear(); }
 };
 
 class Replica;
@@ -122,6 +123,10 @@ struct ReplicaStats {
   std::int64_t prompt_tokens_computed = 0;  // incl. recomputation
   std::int64_t prefix_hit_tokens = 0;
   std::int64_t prefix_lookup_tokens = 0;
+  // Speculative decoding: decodes that verified drafts, the drafts verified, those accepted.
+  std::int64_t spec_verifies = 0, spec_drafts = 0, spec_accepted = 0;
+  // Multi-LoRA: adapters copied to a GPU slot; of them, not in the host cache (max_cpu_loras).
+  std::int64_t lora_loads = 0, lora_host_misses = 0;
   double busy_seconds = 0, compute_s = 0, memory_s = 0, communication_s = 0, overhead_s = 0;
   double flops = 0, bytes = 0;  // per GPU
   // Sampled state over time, for plots: at most one sample per `timeline_interval` (1 simulated
@@ -198,8 +203,18 @@ class Replica {
   // `chunk` is chosen by the caller after lookup_hits().
   std::int64_t lookup_hits(Sequence& s);
   bool admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chunk);
-  // Adds `tokens` of work for `slot` to the plan and its BatchShape.
+  // Adds `tokens` of work for `slot` to the plan and its BatchShape. A decode (one pending
+  // token) given more than one token verifies the rest as speculative drafts.
   void plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens);
+  // Speculative decoding: the drafts a decoding sequence verifies on top of its pending token
+  // (num_speculative_tokens), 0 for a prefill or without speculation.
+  std::int64_t lookahead(const Sequence& s) const {
+    return spec_k_ > 0 && s.generated > 0 && s.pending() == 1 ? spec_k_ : 0;
+  }
+  // Multi-LoRA: whether admitting `s` keeps the running batch within max_loras distinct
+  // adapters (vLLM V1's scheduler skips a waiting request that would exceed it). Counts every
+  // running sequence's adapter, so that no later step can exceed the GPU slots either.
+  bool lora_admissible(const Sequence& s) const;
 
  private:
   void sample_timeline(SimTime now);
@@ -211,6 +226,8 @@ class Replica {
   // caching: vLLM publishes a block's hash when a step is scheduled to fill it).
   void register_full_blocks(Sequence& s, std::int64_t computed_after);
   bool quiet_decode() const;
+  // Multi-LoRA: makes the plan's adapters resident in the GPU slots (LRU), counting the loads.
+  void load_adapters();
   // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
   // has computed `computed` tokens, and returns the sliding blocks it needs to hold `total`.
   std::int64_t trim_window(Sequence& s, std::int64_t computed);
@@ -225,6 +242,10 @@ class Replica {
   KvBlockManager kv_;
   std::int64_t block_size_;
   KvLayout layout_;
+  std::int64_t spec_k_ = 0;  // num_speculative_tokens (0 = no speculation)
+  // Multi-LoRA residency, most recently used last: GPU slots (<= max_loras), host cache
+  // (<= max_cpu_loras).
+  std::vector<std::int32_t> lora_gpu_, lora_host_;
 
   std::vector<Sequence> seqs_;
   std::vector<std::int32_t> free_slots_;

@@ -101,6 +101,26 @@ void Deployment::validate() const {
   if (tp > 1 && card.is_cpu) {
     throw Error("--tp: tensor parallelism across CPU servers is not modelled; use --tp 1");
   }
+  if (speculative) {
+    validate_speculative(*speculative, "--speculative-config");
+    if (model.encoder_only) throw Error("--speculative-config: " + model.name + " is encoder-only: it does not decode");
+    const SpeculativeConfig& sc = *speculative;
+    if (sc.draft && sc.draft->vocab != model.vocab) {
+      throw Error("--speculative-config: the draft " + sc.draft->name + " has a vocabulary of " +
+                  std::to_string(sc.draft->vocab) + " tokens, the target " + model.name + " of " +
+                  std::to_string(model.vocab) + "; a draft model must share the target's tokenizer");
+    }
+    if (sc.info().proposer == Proposer::kHead && !sc.info().same_layer_kind &&
+        model.attention == AttentionKind::kLatent) {
+      throw Error("--speculative-config: " + sc.method + " heads for latent-attention (MLA) models are "
+                  "not modelled; use method mtp");
+    }
+  }
+  if (lora) {
+    validate_lora(*lora, "--enable-lora");
+    if (model.encoder_only) throw Error("--enable-lora: " + model.name + " is encoder-only; LoRA serving is modelled for decoders");
+    (void)lora_modules(*lora, model);  // throws for MLA and unknown modules
+  }
 }
 
 }  // namespace capsim

@@ -8,7 +8,9 @@
 #include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/hardware/precision.h"
+#include "sim/llm/lora.h"
 #include "sim/llm/model_spec.h"
+#include "sim/llm/speculative.h"
 
 namespace capsim {
 
@@ -42,6 +44,10 @@ struct Deployment {
   std::optional<Precision> expert_weights;
   Precision kv_cache = Precision::kBf16;
   SchedulerLimits limits;
+  // vLLM's --speculative-config (llm/speculative.h); unset = no speculation.
+  std::optional<SpeculativeConfig> speculative;
+  // vLLM's --enable-lora with its limits (llm/lora.h); unset = no adapters.
+  std::optional<LoraConfig> lora;
 
   // The precision tensor-core math runs at: fp8/int8 weights use fp8/int8 math only where the
   // card has it (otherwise weight-only kernels dequantise to 16-bit); int4 is weight-only;

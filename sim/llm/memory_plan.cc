@@ -89,6 +89,15 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   p.runtime = d.engine.runtime_memory_bytes + (d.tp > 1 ? d.engine.runtime_memory_tp_extra_bytes : 0);
   p.outside_budget = d.card.is_cpu ? 0 : d.engine.outside_budget_bytes;
   p.kv_cache = p.budget - p.weights - p.activations - p.runtime;
+  // Speculative decoding's proposer and LoRA's adapter slots sit inside the budget, before KV.
+  if (d.speculative) {
+    p.proposer_weights = proposer_weight_bytes(*d.speculative, m) / d.tp;
+    p.kv_cache -= p.proposer_weights;
+  }
+  if (d.lora && !m.encoder_only) {
+    p.lora_slots = lora_reserved_bytes_per_gpu(*d.lora, m, d.tp);
+    p.kv_cache -= p.lora_slots;
+  }
   p.kv_bytes_per_token_per_gpu =
       static_cast<double>(m.layers) * m.kv_elements_per_token_per_layer(d.tp) *
       element_bytes(d.kv_cache);
@@ -101,9 +110,17 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   p.layout = kv_layout(d, hybrid_kv);
   const KvLayout& l = p.layout;
   // One pool block: block_size tokens of one group's layers (all layers without sliding windows).
-  const double block_bytes = static_cast<double>(l.layers_per_group) *
-                             m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache) *
-                             static_cast<double>(l.block_size);
+  double block_bytes = static_cast<double>(l.layers_per_group) *
+                       m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache) *
+                       static_cast<double>(l.block_size);
+  // A proposer with layers keeps its KV in the same blocks (one block table per sequence), so
+  // each block grows by the proposer's layers at their own width.
+  if (d.speculative) {
+    if (const std::optional<ModelSpec> draft = proposer_model(*d.speculative, m)) {
+      block_bytes += static_cast<double>(draft->layers) * draft->kv_elements_per_token_per_layer(d.tp) *
+                     element_bytes(d.kv_cache) * static_cast<double>(l.block_size);
+    }
+  }
   p.kv_block_bytes = block_bytes;
   p.kv_blocks = p.kv_cache > 0 ? static_cast<long long>(std::floor(p.kv_cache / block_bytes)) : 0;
   p.kv_tokens = p.kv_blocks / (l.full_groups + l.sliding_groups) * l.block_size;
@@ -122,7 +139,10 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
     p.shortfall = -p.kv_cache + static_cast<double>(std::max(max_len_blocks, peak_blocks)) * block_bytes;
     p.reason = "weights (" + units::format_bytes_gib(p.weights) + "), activations (" +
                units::format_bytes_gib(p.activations) + ") and runtime (" +
-               units::format_bytes_gib(p.runtime) + ") exceed the budget of " +
+               units::format_bytes_gib(p.runtime) + ")" +
+               (p.proposer_weights > 0 ? " with the speculative proposer (" + units::format_bytes_gib(p.proposer_weights) + ")" : std::string()) +
+               (p.lora_slots > 0 ? " with the LoRA slots (" + units::format_bytes_gib(p.lora_slots) + ")" : std::string()) +
+               " exceed the budget of " +
                units::format_bytes_gib(p.budget) + " per GPU";
   } else if (max_len > 0 && max_len_blocks > p.kv_blocks) {
     // vLLM refuses to start when the KV cache cannot hold one max_model_len sequence

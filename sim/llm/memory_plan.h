@@ -54,6 +54,8 @@ struct MemoryPlan {
   double weights = 0;
   double activations = 0;   // peak workspace of a forward pass at max_num_batched_tokens
   double runtime = 0;       // engine runtime memory (NCCL, cuBLAS, allocator)
+  double proposer_weights = 0;  // speculative decoding's draft model or head (llm/speculative.h)
+  double lora_slots = 0;    // LoRA adapter slots vLLM preallocates (llm/lora.h)
   double kv_cache = 0;      // what remains for KV (negative when it does not fit)
   double outside_budget = 0;  // context + CUDA graphs, in the headroom
   double kv_bytes_per_token_per_gpu = 0;  // all layers, as if every layer were full attention

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "sim/cluster/router.h"
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
@@ -157,7 +159,8 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) throw Error(label + ": expected a mapping of scenario fields");
   std::vector<std::string> keys = {"name", "description", "model", "deployment", "engine", "router",
-                                   "workload", "slo", "seed", "references", "notes"};
+                                   "workload", "slo", "seed", "references", "notes",
+                                   "speculative", "lora"};
   for (const auto& k : own_keys) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   }
@@ -321,6 +324,70 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       if (!(s.time_scale > 0)) throw Error(w + ".time_scale: must be > 0 (it multiplies the gaps between arrivals)");
     }
   }
+  if (const auto sp = root["speculative"]) {
+    // vLLM's --speculative-config fields, plus capsim's acceptance (one value or a list) and decay.
+    const std::string w = p + "speculative";
+    check_keys(sp, w, {"method", "model", "num_speculative_tokens", "acceptance", "acceptance_decay"});
+    nlohmann::json j = nlohmann::json::object();
+    if (!sp["method"]) throw Error(w + ".method: missing (eagle3, eagle, mtp, ngram, draft_model)");
+    j["method"] = scalar(sp["method"], w + ".method");
+    if (sp["model"]) j["model"] = scalar(sp["model"], w + ".model");
+    if (sp["num_speculative_tokens"]) {
+      j["num_speculative_tokens"] = whole(sp["num_speculative_tokens"], w + ".num_speculative_tokens", 1, 16);
+    }
+    s.deployment.speculative_config = j.dump();
+    s.deployment.spec_acceptance.reset();
+    s.deployment.spec_acceptance_decay.reset();
+    if (const auto a = sp["acceptance"]) {
+      std::string text;
+      if (a.IsSequence()) {
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          text += (i ? "," : "") + scalar(a[i], w + ".acceptance[" + std::to_string(i) + "]");
+        }
+      } else {
+        text = scalar(a, w + ".acceptance");
+      }
+      s.deployment.spec_acceptance = text;
+    }
+    if (sp["acceptance_decay"]) {
+      s.deployment.spec_acceptance_decay =
+          parse_number(scalar(sp["acceptance_decay"], w + ".acceptance_decay"), w + ".acceptance_decay");
+    }
+  }
+  if (const auto lo = root["lora"]) {
+    const std::string w = p + "lora";
+    check_keys(lo, w, {"enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras", "rank",
+                       "target_modules", "adapters", "distribution"});
+    s.deployment.enable_lora = true;
+    if (lo["enable_lora"]) {
+      const std::string v = scalar(lo["enable_lora"], w + ".enable_lora");
+      if (v != "true" && v != "false") throw Error(w + ".enable_lora: '" + v + "'; accepted: true, false");
+      s.deployment.enable_lora = v == "true";
+    }
+    if (lo["max_loras"]) s.deployment.max_loras = whole(lo["max_loras"], w + ".max_loras", 1, 4096);
+    if (lo["max_lora_rank"]) s.deployment.max_lora_rank = whole(lo["max_lora_rank"], w + ".max_lora_rank", 1, 512);
+    if (lo["max_cpu_loras"]) s.deployment.max_cpu_loras = whole(lo["max_cpu_loras"], w + ".max_cpu_loras", 1, 1'000'000);
+    if (lo["rank"]) s.deployment.lora_rank = whole(lo["rank"], w + ".rank", 1, 512);
+    if (const auto t = lo["target_modules"]) {
+      std::string text;
+      if (t.IsSequence()) {
+        for (std::size_t i = 0; i < t.size(); ++i) {
+          text += (i ? "," : "") + scalar(t[i], w + ".target_modules[" + std::to_string(i) + "]");
+        }
+      } else {
+        text = scalar(t, w + ".target_modules");
+      }
+      s.deployment.lora_target_modules = text;
+    }
+    if (lo["adapters"]) {
+      s.lora_adapters = whole(lo["adapters"], w + ".adapters", 0, 1'000'000);
+      s.origin["--lora-adapters"] = w + ".adapters";
+    }
+    if (lo["distribution"]) {
+      s.lora_distribution = scalar(lo["distribution"], w + ".distribution");
+      s.origin["--lora-distribution"] = w + ".distribution";
+    }
+  }
   if (const auto slo = root["slo"]) {
     if (!slo.IsMap()) throw Error(p + "slo: expected a mapping like {ttft_p95: 1s, tpot_p95: 100ms}");
     s.slos.clear();
@@ -389,6 +456,21 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     Deployment d = f.resolve();
     if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
     c.groups.push_back({d, e.replicas});
+  }
+  // Speculative acceptance draws replay from the scenario's seed.
+  for (ReplicaGroup& g : c.groups) {
+    if (g.deployment.speculative) g.deployment.speculative->seed = s.seed;
+  }
+  if (s.lora_adapters > 0) {
+    if (!main.lora) {
+      throw Error(s.where("--lora-adapters") + ": requests name adapters, but LoRA serving is off; "
+                  "add --enable-lora (or a lora: section)");
+    }
+    c.adapters.count = s.lora_adapters;
+    c.adapters.zipf_s = AdapterMix::parse_distribution(s.lora_distribution, s.where("--lora-distribution"));
+    c.adapters.seed = s.seed;
+  } else if (s.lora_distribution != "uniform") {
+    (void)AdapterMix::parse_distribution(s.lora_distribution, s.where("--lora-distribution"));
   }
   c.router = s.router;
   c.policy = s.policy;

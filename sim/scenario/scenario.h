@@ -60,6 +60,10 @@ struct ScenarioSpec {
   std::optional<std::string> duration;
   std::string warmup = "0s";
   std::uint64_t seed = 0;
+  // Multi-LoRA workload: requests name one of `lora_adapters` adapters (0 = none), drawn
+  // "uniform" or "zipf:S" (llm/lora.h AdapterMix).
+  int lora_adapters = 0;
+  std::string lora_distribution = "uniform";
 
   std::vector<SloSpec> slos;
 

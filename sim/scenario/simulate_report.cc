@@ -32,6 +32,22 @@ struct Totals {
   double kv_peak = 0, kv_mean = 0, waiting_mean = 0, running_mean = 0;
 };
 
+// Speculative decoding's and LoRA's counters, summed over replicas.
+struct Features {
+  std::int64_t spec_verifies = 0, spec_drafts = 0, spec_accepted = 0, lora_loads = 0, lora_host_misses = 0;
+};
+Features features(const BuiltScenario&, const SimulationResult& r) {
+  Features f;
+  for (const ReplicaSummary& rs : r.replicas) {
+    f.spec_verifies += rs.stats.spec_verifies;
+    f.spec_drafts += rs.stats.spec_drafts;
+    f.spec_accepted += rs.stats.spec_accepted;
+    f.lora_loads += rs.stats.lora_loads;
+    f.lora_host_misses += rs.stats.lora_host_misses;
+  }
+  return f;
+}
+
 Totals totals(const BuiltScenario& b, const SimulationResult& r) {
   Totals t;
   std::size_t i = 0;
@@ -183,6 +199,25 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                     {"kv_cache_peak_fraction", rs.stats.kv_used_fraction.empty() ? 0.0 : rs.stats.kv_used_fraction.peak()}});
   }
   j["capsim"]["replicas"] = reps;
+  const Features f = features(b, r);
+  if (const auto& sc = b.config.groups.front().deployment.speculative) {
+    j["capsim"]["speculative"] = {{"method", sc->method},
+                                  {"num_speculative_tokens", sc->num_speculative_tokens},
+                                  {"acceptance", sc->acceptance},
+                                  {"expected_tokens_per_verify", sc->expected_tokens()},
+                                  {"verifies", f.spec_verifies},
+                                  {"drafts", f.spec_drafts},
+                                  {"accepted_drafts", f.spec_accepted},
+                                  {"mean_tokens_per_verify", f.spec_verifies ? 1.0 + static_cast<double>(f.spec_accepted) / static_cast<double>(f.spec_verifies) : 0.0}};
+  }
+  if (const auto& lc = b.config.groups.front().deployment.lora) {
+    j["capsim"]["lora"] = {{"max_loras", lc->max_loras}, {"max_lora_rank", lc->max_lora_rank},
+                           {"max_cpu_loras", lc->cpu_slots()}, {"adapter_rank", lc->adapter_rank()},
+                           {"adapters", b.config.adapters.count},
+                           {"adapter_bytes", lora_adapter_bytes(*lc, b.config.groups.front().deployment.model)},
+                           {"slot_bytes_per_gpu", r.replicas.front().memory.lora_slots},
+                           {"loads", f.lora_loads}, {"host_cache_misses", f.lora_host_misses}};
+  }
   return j;
 }
 
@@ -244,6 +279,19 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
      << " used; " << r.preemptions << " preemptions; prefix-cache hit rate "
      << fmt("%.1f%%", 100 * r.prefix_hit_rate) << "; mean queue " << fmt("%.1f", tt.waiting_mean)
      << " requests\n";
+  const Features f = features(b, r);
+  if (const auto& sc = d.speculative) {
+    os << "  speculative decoding: " << sc->method << ", k " << sc->num_speculative_tokens << ": "
+       << f.spec_verifies << " verify steps, " << fmt("%.2f", f.spec_verifies ? 1.0 + static_cast<double>(f.spec_accepted) / static_cast<double>(f.spec_verifies) : 0.0)
+       << " tokens each (expected " << fmt("%.2f", sc->expected_tokens()) << "); proposer "
+       << units::format_bytes_gib(r.replicas.front().memory.proposer_weights) << "/GPU\n";
+  }
+  if (const auto& lc = d.lora) {
+    os << "  LoRA: " << b.config.adapters.count << " adapters of rank " << lc->adapter_rank() << " ("
+       << units::format_bytes_gib(lora_adapter_bytes(*lc, d.model)) << " each), max_loras " << lc->max_loras
+       << " (slots " << units::format_bytes_gib(r.replicas.front().memory.lora_slots) << "/GPU), "
+       << f.lora_loads << " loads to GPU, " << f.lora_host_misses << " host-cache misses\n";
+  }
   print_steady_state(os, r.steady);
   if (!spec.slos.empty()) {
     os << "\n";

@@ -28,6 +28,8 @@ struct Request {
   std::vector<ContentSegment> segments;
   std::uint32_t user = kNoUser;  // closed-loop user that sent it
   std::uint32_t turn = 0;        // turn within the user's session (0 = first)
+  // Multi-LoRA serving: the adapter the request names (0..N-1), -1 = the base model.
+  std::int32_t adapter = -1;
 
   static constexpr std::uint32_t kNoUser = std::numeric_limits<std::uint32_t>::max();
 };

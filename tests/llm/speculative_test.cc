@@ -1,0 +1,174 @@
+// Speculative decoding's model (sim/llm/speculative.h) and step cost (sim/cost/speculative_cost.h),
+// with the numbers worked by hand in the comments.
+#include "sim/llm/speculative.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "sim/core/error.h"
+#include "sim/cost/roofline_cost.h"
+#include "sim/cost/speculative_cost.h"
+#include "sim/llm/memory_plan.h"
+#include "sim/scenario/deployment_spec.h"
+#include "tests/engine/test_support.h"
+
+namespace {
+
+using namespace capsim;
+using Catch::Matchers::Contains;
+
+SpeculativeConfig config(const std::string& method, int k, std::vector<double> alpha) {
+  SpeculativeConfig c;
+  c.method = method;
+  c.num_speculative_tokens = k;
+  c.acceptance = std::move(alpha);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("speculative: expected tokens per verify step, by hand", "[speculative]") {
+  // EAGLE, k = 4, alpha 0.8 at every position: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616.
+  CHECK(config("eagle", 4, geometric_acceptance(0.8, 1.0, 4)).expected_tokens() == Approx(3.3616));
+  // The same as the closed form (1 - a^(k+1)) / (1 - a) = (1 - 0.32768) / 0.2 = 3.3616.
+  CHECK((1 - std::pow(0.8, 5)) / 0.2 == Approx(3.3616));
+  // Per position 0.9, 0.8, 0.7: 1 + 0.9 + 0.72 + 0.504 = 3.124.
+  CHECK(config("eagle3", 3, {0.9, 0.8, 0.7}).expected_tokens() == Approx(3.124));
+  // alpha 0.8 with decay 0.5: alphas 0.8, 0.4, 0.2 -> 1 + 0.8 + 0.32 + 0.064 = 2.184.
+  CHECK(config("eagle3", 3, geometric_acceptance(0.8, 0.5, 3)).expected_tokens() == Approx(2.184));
+  // MTP k = 1 at DeepSeek-V3's 0.85: 1.85 tokens per step.
+  CHECK(config("mtp", 1, {0.85}).expected_tokens() == Approx(1.85));
+  // Only 2 of 4 drafts verified (a budget cut them): 1 + 0.8 + 0.64 = 2.44.
+  CHECK(config("eagle", 4, geometric_acceptance(0.8, 1.0, 4)).expected_tokens(2) == Approx(2.44));
+}
+
+TEST_CASE("speculative: accepted counts are drawn with the right distribution and replay", "[speculative]") {
+  SpeculativeConfig c = config("eagle", 4, geometric_acceptance(0.8, 1.0, 4));
+  c.seed = 7;
+  // P(A = 1) = 1 - 0.8 = 0.2; P(A = 5) = 0.8^4 = 0.4096; mean 3.3616. 40000 draws: the mean's
+  // standard error is sd / 200 with sd < 1.6, so 0.03 is over 3.5 standard errors.
+  const int n = 40000;
+  double sum = 0;
+  int ones = 0, all = 0;
+  for (int i = 0; i < n; ++i) {
+    const int a = c.draw_accepted(static_cast<std::uint64_t>(i), 10, 4);
+    REQUIRE(a >= 1);
+    REQUIRE(a <= 5);
+    sum += a;
+    ones += a == 1;
+    all += a == 5;
+  }
+  CHECK(sum / n == Approx(3.3616).margin(0.03));
+  CHECK(static_cast<double>(ones) / n == Approx(0.2).margin(0.01));
+  CHECK(static_cast<double>(all) / n == Approx(0.4096).margin(0.01));
+  // A pure function of (seed, request, tokens generated): the same draw again, another seed
+  // a different stream.
+  CHECK(c.draw_accepted(123, 45, 4) == c.draw_accepted(123, 45, 4));
+  int differ = 0;
+  SpeculativeConfig other = c;
+  other.seed = 8;
+  for (int i = 0; i < 100; ++i) differ += c.draw_accepted(i, 1, 4) != other.draw_accepted(i, 1, 4);
+  CHECK(differ > 20);
+  // Acceptance 1 accepts every verified draft.
+  CHECK(config("eagle", 3, {1, 1, 1}).draw_accepted(1, 1, 3) == 4);
+  CHECK(config("eagle", 3, {1, 1, 1}).draw_accepted(1, 1, 2) == 3);
+}
+
+TEST_CASE("speculative: vLLM's --speculative-config JSON and capsim's acceptance", "[speculative]") {
+  using scenario::parse_speculative;
+  const SpeculativeConfig e = parse_speculative(R"({"method": "eagle3", "num_speculative_tokens": 4})", std::nullopt, std::nullopt);
+  CHECK(e.method == "eagle3");
+  CHECK(e.num_speculative_tokens == 4);
+  CHECK(e.acceptance == std::vector<double>{0.65, 0.65, 0.65, 0.65});  // the cited default
+  const SpeculativeConfig m = parse_speculative(R"({"method": "deepseek_mtp"})", std::nullopt, std::nullopt);
+  CHECK(m.method == "mtp");
+  CHECK(m.num_speculative_tokens == 1);
+  CHECK(m.acceptance == std::vector<double>{0.85});
+  const SpeculativeConfig d = parse_speculative(R"({"method": "draft_model", "model": "llama-3.2-1b", "num_speculative_tokens": 2})",
+                                                std::string("0.7,0.6"), std::nullopt);
+  REQUIRE(d.draft);
+  CHECK(d.draft->layers == 16);
+  CHECK(d.acceptance == std::vector<double>{0.7, 0.6});
+  const auto bad = [](const std::string& json, std::optional<std::string> acc, const std::string& want) {
+    INFO(json);
+    CHECK_THROWS_WITH(parse_speculative(json, acc, std::nullopt), Contains(want));
+  };
+  bad("{method: eagle}", std::nullopt, "is not JSON");
+  bad(R"({"method": "medusa2"})", std::nullopt, "unknown speculative method 'medusa2'; accepted: eagle3, eagle, mtp, ngram, draft_model");
+  bad(R"({"method": "eagle3", "num_speculative_tokens": 0})", std::nullopt, "num_speculative_tokens: 0 is not a whole number in 1..16");
+  bad(R"({"method": "eagle3", "acceptance": 0.7})", std::nullopt, "unknown field 'acceptance'");
+  bad(R"({"method": "ngram"})", std::nullopt, "--spec-acceptance: ngram has no published default acceptance");
+  bad(R"({"method": "draft_model"})", std::string("0.7"), "draft_model needs the draft");
+  bad(R"({"method": "eagle3"})", std::string("1.5"), "--spec-acceptance: '1.5' is not an acceptance in (0, 1]");
+  bad(R"({"method": "eagle3", "num_speculative_tokens": 3})", std::string("0.9,0.8"), "2 values for 3 speculative tokens");
+}
+
+TEST_CASE("speculative: proposer memory, by hand", "[speculative][memory]") {
+  using namespace capsim::test;
+  Deployment d = deployment("llama-3.1-8b", "h100-sxm");
+  const MemoryPlan plain = plan_memory(d, 2048);
+  d.speculative = config("eagle3", 3, {0.65, 0.65, 0.65});
+  d.validate();
+  // EAGLE-3 head on Llama-3.1-8B: one decoder layer + its own LM head over 32000 tokens, 16-bit.
+  //   attention: q 4096x4096 + k,v 2 x 4096x1024 + o 4096x4096 = 41,943,040
+  //   MLP: 3 x 4096 x 14336 = 176,160,768;  norms: 2 x 4096 = 8,192 (+ the final norm 4,096)
+  //   LM head: 32000 x 4096 = 131,072,000;  sum 349,188,096 params = 698,376,192 B.
+  CHECK(proposer_weight_bytes(*d.speculative, d.model) == Approx(698'376'192.0).epsilon(1e-4));
+  const MemoryPlan spec = plan_memory(d, 2048);
+  CHECK(spec.proposer_weights == Approx(698'376'192.0).epsilon(1e-4));
+  CHECK(plain.kv_cache - spec.kv_cache == Approx(spec.proposer_weights));
+  // Its one layer keeps KV in the same blocks: a block grows from 32 to 33 layers' worth.
+  CHECK(spec.kv_block_bytes == Approx(plain.kv_block_bytes * 33.0 / 32.0));
+  // n-gram: nothing on the GPU.
+  d.speculative = config("ngram", 3, {0.5, 0.5, 0.5});
+  const MemoryPlan ngram = plan_memory(d, 2048);
+  CHECK(ngram.kv_blocks == plain.kv_blocks);
+}
+
+TEST_CASE("speculative: the verify step is a (k+1)-token decode plus the proposer's passes", "[speculative][cost]") {
+  using namespace capsim::test;
+  Deployment d = deployment("llama-3.1-8b", "h100-sxm");
+  d.speculative = config("eagle3", 3, {0.65, 0.65, 0.65});
+  const auto target = std::make_shared<RooflineCost>(d);
+  const SpeculativeCost spec(target, d);
+  // One decode at context 1000 verifying 3 drafts: 4 query tokens, 4 logit rows, pairs
+  // 3 x 1000 + (1 + 2 + 3) = 3006 beyond the plain decode's 1000.
+  BatchShape b;
+  b.add_speculative_decode(1000, 3);
+  CHECK(b.tokens() == 4);
+  CHECK(b.logit_sequences == 4);
+  CHECK(b.spec_attention_pairs == Approx(3006.0));
+  // The proposer: pass 1 over the same 4 tokens with one logit row, then 2 passes of one token.
+  const BatchShape p1 = spec.first_pass(b);
+  CHECK(p1.tokens() == 4);
+  CHECK(p1.logit_sequences == 1);
+  const BatchShape later = spec.later_pass(b);
+  CHECK(later.decode_sequences == 1);
+  CHECK(later.decode_context_tokens == Approx(1003.0));
+  Deployment head = d;
+  head.model = *proposer_model(*d.speculative, d.model);
+  head.speculative.reset();
+  head.engine.step_overhead_s = head.engine.per_sequence_overhead_s = 0;
+  const RooflineCost head_cost(head);
+  const double want = target->seconds(b) + head_cost.seconds(p1) + 2 * head_cost.seconds(later);
+  CHECK(spec.seconds(b) == Approx(want).epsilon(1e-12));
+  // At batch 1 the verify step reads the same weights as a plain decode: 4 tokens cost < 5%
+  // more than 1 (memory-bound), while at batch 256 the 1024 query tokens are compute-bound and
+  // cost more than twice the 256-token decode: where speculation pays and where it hurts.
+  BatchShape one;
+  one.add_decode(1000);
+  CHECK(target->seconds(b) < 1.05 * target->seconds(one));
+  BatchShape wide, wide_spec;
+  for (int i = 0; i < 256; ++i) {
+    wide.add_decode(1000);
+    wide_spec.add_speculative_decode(1000, 3);
+  }
+  CHECK(target->seconds(wide_spec) > 2.0 * target->seconds(wide));
+  // n-gram adds nothing to the target's step.
+  Deployment ng = d;
+  ng.speculative = config("ngram", 3, {0.5, 0.5, 0.5});
+  const SpeculativeCost ngram(target, ng);
+  CHECK(ngram.seconds(b) == target->seconds(b));
+}
