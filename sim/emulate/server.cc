@@ -290,8 +290,11 @@ class Emulator {
       metrics_.next_token(e.replica, to_seconds(e.time - c.last));
     }
     c.last = e.time;
+    // One event may carry several tokens (speculative decoding emits the accepted drafts with
+    // the target's token as one chunk): the chunk holds every token since the last event.
+    std::string text;
+    for (std::int64_t i = c.tokens; i < e.generated; ++i) text += filler_token(i);
     c.tokens = e.generated;
-    const std::string text = filler_token(e.generated - 1);
     if (!c.stream) {
       c.text += text;
       return;

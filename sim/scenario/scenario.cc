@@ -59,6 +59,16 @@ std::string dist_text(const YAML::Node& n, const std::string& where) {
               "'; accepted: fixed, uniform, normal, lognormal, exponential, geometric, empirical");
 }
 
+// A value or a list of values as the flags' comma-separated text ("0.9,0.8", "q_proj,v_proj").
+std::string comma_list(const YAML::Node& n, const std::string& where) {
+  if (!n.IsSequence()) return scalar(n, where);
+  std::string text;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    text += (i ? "," : "") + scalar(n[i], where + "[" + std::to_string(i) + "]");
+  }
+  return text;
+}
+
 // Also checks that `n` is a mapping, so that n["field"] below never meets a scalar or a list.
 void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
   std::string list;
@@ -339,15 +349,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     s.deployment.spec_acceptance.reset();
     s.deployment.spec_acceptance_decay.reset();
     if (const auto a = sp["acceptance"]) {
-      std::string text;
-      if (a.IsSequence()) {
-        for (std::size_t i = 0; i < a.size(); ++i) {
-          text += (i ? "," : "") + scalar(a[i], w + ".acceptance[" + std::to_string(i) + "]");
-        }
-      } else {
-        text = scalar(a, w + ".acceptance");
-      }
-      s.deployment.spec_acceptance = text;
+      s.deployment.spec_acceptance = comma_list(a, w + ".acceptance");
     }
     if (sp["acceptance_decay"]) {
       s.deployment.spec_acceptance_decay =
@@ -369,15 +371,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     if (lo["max_cpu_loras"]) s.deployment.max_cpu_loras = whole(lo["max_cpu_loras"], w + ".max_cpu_loras", 1, 1'000'000);
     if (lo["rank"]) s.deployment.lora_rank = whole(lo["rank"], w + ".rank", 1, 512);
     if (const auto t = lo["target_modules"]) {
-      std::string text;
-      if (t.IsSequence()) {
-        for (std::size_t i = 0; i < t.size(); ++i) {
-          text += (i ? "," : "") + scalar(t[i], w + ".target_modules[" + std::to_string(i) + "]");
-        }
-      } else {
-        text = scalar(t, w + ".target_modules");
-      }
-      s.deployment.lora_target_modules = text;
+      s.deployment.lora_target_modules = comma_list(t, w + ".target_modules");
     }
     if (lo["adapters"]) {
       s.lora_adapters = whole(lo["adapters"], w + ".adapters", 0, 1'000'000);

@@ -43,6 +43,8 @@ const char* const kOpenApi = R"json({
           "router": {"type": "string"},
           "workload": {"type": "object", "example": {"users": 100, "think_time": "exponential:20s", "duration": "10min", "warmup": "2min"}},
           "slo": {"type": "object", "example": {"ttft_p95": "1s", "tpot_p95": "100ms"}},
+          "speculative": {"type": "object", "description": "docs/deployment-options.md#speculative-decoding", "example": {"method": "eagle3", "num_speculative_tokens": 3, "acceptance": 0.65}},
+          "lora": {"type": "object", "description": "docs/deployment-options.md#multi-lora-serving", "example": {"max_loras": 8, "max_lora_rank": 16, "adapters": 100, "distribution": "zipf:1.0"}},
           "seed": {"type": "integer"}
         }
       },
