@@ -19,7 +19,7 @@
 #include "sim/core/event_queue.h"
 #include "sim/core/invariant.h"
 #include "sim/core/run_limits.h"
-#include "sim/cost/roofline_cost.h"
+#include "sim/cost/registry.h"
 
 namespace capsim {
 namespace {
@@ -61,8 +61,9 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     router_ = make_router(cfg.router);
     double replicas = 0, cards = 0;
     for (const ReplicaGroup& g : cfg.groups) {
-      replicas += g.replicas;
-      cards += static_cast<double>(g.replicas) * g.deployment.tp;
+      // Each data-parallel rank of an engine is one replica here (its own scheduler and KV cache).
+      replicas += static_cast<double>(g.replicas) * g.deployment.dp;
+      cards += static_cast<double>(g.replicas) * g.deployment.gpus();
     }
     check_run_limit(RunLimit::kReplicas, replicas, "the cluster");
     check_run_limit(RunLimit::kCards, cards, "the cluster");
@@ -79,11 +80,14 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       MemoryPlan plan = plan_memory(d, 1, cfg.policy == "vllm-v1");
       if (!plan.fits) {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
-                    std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
+                    std::to_string(d.tp) +
+                    (d.pp > 1 ? " x PP " + std::to_string(d.pp) : std::string()) +
+                    (d.expert_parallel ? " (EP " + std::to_string(d.tp * d.dp) + ")" : std::string()) +
+                    ": " + plan.reason + " (see `capsim fit`)");
       }
-      auto cost = std::make_shared<RooflineCost>(d);
+      auto cost = make_step_cost(d);
       const std::int64_t max_len = plan.max_model_len;
-      for (int i = 0; i < g.replicas; ++i) {
+      for (int i = 0; i < g.replicas * d.dp; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
         replicas_.push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
                                                       make_policy(cfg.policy), plan.layout));

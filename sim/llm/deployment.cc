@@ -2,6 +2,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/precision_support.h"
+#include "sim/llm/parallelism.h"
 
 namespace capsim {
 
@@ -101,6 +102,7 @@ void Deployment::validate() const {
   if (tp > 1 && card.is_cpu) {
     throw Error("--tp: tensor parallelism across CPU servers is not modelled; use --tp 1");
   }
+  validate_parallelism(*this);
 }
 
 }  // namespace capsim
