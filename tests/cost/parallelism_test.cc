@@ -19,35 +19,19 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/llm/model_spec.h"
 #include "sim/llm/parallelism.h"
-
-#ifndef CAPSIM_DATA_DIR
-#error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
-#endif
+#include "tests/support/catalogues.h"
 
 namespace {
 
 using namespace capsim;
 
-const CardCatalogue& cards() {
-  static const CardCatalogue c =
-      CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
-const ModelCatalogue& models() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
-  return m;
-}
-const EngineProfile& vllm() {
-  static const EngineCatalogue e =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  return e.find("vllm");
-}
+const EngineProfile& vllm() { return capsim_test::engine_profile("vllm"); }
 
 Deployment deploy(const std::string& model, const std::string& card, int tp, int pp, int dp = 1,
                   bool ep = false, Precision weights = Precision::kBf16) {
   Deployment d;
-  d.model = models().find(model);
-  d.card = cards().find(card);
+  d.model = capsim_test::model_catalogue().find(model);
+  d.card = capsim_test::card_catalogue().find(card);
   d.engine = vllm();
   d.tp = tp;
   d.pp = pp;
