@@ -25,6 +25,9 @@ TEST_CASE("capsim fit: Llama-3.1-405B needs TP 8 x PP 2 on 80 GB H100s", "[paral
   const auto b = nlohmann::json::parse(pp2.out);
   CHECK_FALSE(a.at("fits").get<bool>());
   CHECK(b.at("fits").get<bool>());
+  CHECK(b.at("pp") == 2);
+  CHECK(b.at("gpus") == 16);
+  CHECK_FALSE(a.contains("pp"));  // a TP-only answer is unchanged
 }
 
 TEST_CASE("capsim roofline: DP attention with expert parallelism shows the all-to-all", "[parallelism][cli]") {
