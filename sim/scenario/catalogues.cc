@@ -35,4 +35,9 @@ const EngineCatalogue& engines() {
   return e;
 }
 
+const KvLinkCatalogue& kv_links() {
+  static const KvLinkCatalogue l = KvLinkCatalogue::load_file(data_dir() + "/calibration/links.yaml");
+  return l;
+}
+
 }  // namespace capsim::scenario

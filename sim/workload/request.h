@@ -28,6 +28,10 @@ struct Request {
   std::vector<ContentSegment> segments;
   std::uint32_t user = kNoUser;  // closed-loop user that sent it
   std::uint32_t turn = 0;        // turn within the user's session (0 = first)
+  // Leading prompt tokens whose KV another instance computed and sent (a disaggregated decode
+  // pool's request: cluster/disaggregation.h). The replica allocates their blocks at admission
+  // and computes only the rest. 0 for every request a workload generates.
+  std::int64_t external_computed = 0;
 
   static constexpr std::uint32_t kNoUser = std::numeric_limits<std::uint32_t>::max();
 };
