@@ -34,8 +34,13 @@ int run_fit(const FitOptions& o) {
   const auto& alts = a.alternatives;
 
   if (o.json != "-") {
-    std::cout << "capsim fit: " << m.name << " on " << d.tp << " x " << d.card.name << " (TP "
-              << d.tp << "), weights " << d.weights_label() << ", KV cache "
+    const std::string layout =
+        !d.beyond_tp() ? "TP " + std::to_string(d.tp)
+                       : "TP " + std::to_string(d.tp) + " x PP " + std::to_string(d.pp) + " x DP " +
+                             std::to_string(d.dp) +
+                             (d.expert_parallel ? ", experts over " + std::to_string(d.tp * d.dp) + " GPUs" : "");
+    std::cout << "capsim fit: " << m.name << " on " << d.gpus() << " x " << d.card.name << " ("
+              << layout << "), weights " << d.weights_label() << ", KV cache "
               << precision_name(d.kv_cache) << ", engine " << d.engine.name << "\n\n";
     std::cout << "  model: " << fmt("%.2f", m.total_params() / 1e9) << "B parameters";
     if (m.is_moe()) std::cout << " (" << fmt("%.2f", m.active_params() / 1e9) << "B active per token)";
@@ -65,7 +70,8 @@ int run_fit(const FitOptions& o) {
     t.row({"budget", fmt("%.2f", gib(p.budget)), fmt("%.2f", p.budget / 1e9),
            "gpu_memory_utilization " + fmt("%.2f", d.limits.gpu_memory_utilization) + " x visible"});
     t.row({"- weights", fmt("%.2f", gib(p.weights)), fmt("%.2f", p.weights / 1e9),
-           d.weights_label() + (d.tp > 1 ? ", 1/" + std::to_string(d.tp) + " per GPU" : "")});
+           d.weights_label() + (d.beyond_tp() ? ", per GPU of the stage with the least KV room"
+                                : d.tp > 1 ? ", 1/" + std::to_string(d.tp) + " per GPU" : "")});
     t.row({"- activations", fmt("%.2f", gib(p.activations)), fmt("%.2f", p.activations / 1e9),
            "peak at max_num_batched_tokens " + std::to_string(d.limits.max_num_batched_tokens)});
     t.row({"- runtime", fmt("%.2f", gib(p.runtime)), fmt("%.2f", p.runtime / 1e9),

@@ -5,6 +5,7 @@
 #include "sim/cli/common.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/cost/registry.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
@@ -29,8 +30,8 @@ int run_roofline(const RooflineOptions& o) {
   BatchShape b;
   for (long long i = 0; i < o.batch; ++i) b.add_decode(o.context);
   if (o.prefill > 0) b.add_prefill_chunk(o.prefill_cached, o.prefill, true);
-  const RooflineCost cost(d);
-  const StepBreakdown s = cost.breakdown(b);
+  const RooflineCost cost(d);  // its achieved rates are every model's
+  const StepBreakdown s = d.beyond_tp() ? make_step_cost(d)->breakdown(b) : cost.breakdown(b);
 
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : s.groups) {
@@ -51,8 +52,18 @@ int run_roofline(const RooflineOptions& o) {
       {"achieved_flops_per_s", cost.gemm_flops_per_s()},
       {"achieved_bytes_per_s", cost.bytes_per_s()},
       {"groups", groups}};
+  if (d.beyond_tp()) {
+    j["pp"] = d.pp;
+    j["dp"] = d.dp;
+    j["expert_parallel"] = d.expert_parallel;
+    j["cost_model"] = step_cost_model_name(d);
+  }
   if (o.json != "-") {
     std::cout << "capsim roofline: " << d.model.name << " on " << d.tp << " x " << d.card.name
+              << (d.pp > 1 ? " x " + std::to_string(d.pp) + " pipeline stages" : std::string())
+              << (d.expert_parallel ? ", expert parallel over " + std::to_string(d.tp * d.dp) +
+                                          " GPUs (DP " + std::to_string(d.dp) + ")"
+                                    : std::string())
               << ", weights " << precision_name(d.weights) << " (math "
               << precision_name(d.compute_precision()) << "), KV " << precision_name(d.kv_cache)
               << ", engine " << d.engine.name << "\n";
@@ -93,7 +104,9 @@ void add_roofline_command(CLI::App& app, int& exit_code) {
       "examples:\n"
       "  capsim roofline --model llama-3.1-8b --card h100-sxm --batch 1 --context 1024\n"
       "  capsim roofline --model llama-3.1-70b --card h100-sxm --tp 4 --batch 64 --context 2048\n"
-      "  capsim roofline --model mistral-7b --card rtx-4090 --batch 8 --context 512 --prefill 2048");
+      "  capsim roofline --model mistral-7b --card rtx-4090 --batch 8 --context 512 --prefill 2048\n"
+      "  capsim roofline --model llama-3.1-405b --card h100-sxm --tp 8 --pp 2 --batch 64 --context 2048\n"
+      "  capsim roofline --model deepseek-v3 --card h200 --dp 8 --enable-expert-parallel --batch 64");
   add_deployment_flags(*cmd, opts->deployment, false);
   cmd->add_option("--batch,-b", opts->batch, "decode sequences in the step")
       ->capture_default_str()->check(CLI::Range(0LL, 1'000'000LL));

@@ -18,6 +18,19 @@ void add_deployment_flags(CLI::App& app, DeploymentSpec& d, bool with_limits) {
   app.add_option("--tp,--tensor-parallel-size", d.tp, "tensor-parallel GPUs per replica")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--pp,--pipeline-parallel-size", d.pp,
+                 "pipeline stages of --tp GPUs each (layers split as vLLM splits them)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--dp,--data-parallel-size", d.dp,
+                 "data-parallel ranks of one engine; with --enable-expert-parallel, DP attention")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_flag("--enable-expert-parallel", d.enable_expert_parallel,
+               "MoE: whole experts over the TP x DP GPUs instead of TP slices of every expert");
+  app.add_option("--expert-imbalance", d.expert_imbalance,
+                 "expert-parallel load imbalance, busiest GPU over the mean (default 1.3)")
+      ->check(CLI::Range(1.0, 64.0));
   app.add_option("--weights,--dtype", d.weights,
                  "weight precision: auto (the checkpoint as shipped: its quantization_config, e.g. "
                  "gpt-oss's mxfp4 experts or DeepSeek-V3's fp8; else bf16, or fp16 where the card "

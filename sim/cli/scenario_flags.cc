@@ -23,6 +23,22 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
     card_option_ = bind_dep(&DeploymentSpec::card, "--card,-c", "card type (capsim list cards; default h100-sxm); "
                             "over a scenario file, the card's own 16-bit type and vLLM limits replace the file card's defaults");
     bind_dep(&DeploymentSpec::tp, "--tp,--tensor-parallel-size", "GPUs per replica (default 1)")->check(CLI::Range(1, 64));
+    bind_dep(&DeploymentSpec::pp, "--pp,--pipeline-parallel-size",
+             "pipeline stages of TP GPUs each; layers split as vLLM splits them, one batch in flight per stage (default 1)")
+        ->check(CLI::Range(1, 64));
+    bind_dep(&DeploymentSpec::dp, "--dp,--data-parallel-size",
+             "data-parallel ranks of one engine, each its own scheduler and KV cache; with --enable-expert-parallel on an MoE model, DP attention (default 1)")
+        ->check(CLI::Range(1, 1024));
+    {
+      CLI::Option* o = cmd.add_flag("--enable-expert-parallel", cli_.deployment.enable_expert_parallel,
+                                    "MoE: whole experts spread over the TP x DP GPUs instead of TP slices of every expert");
+      setters_.emplace_back(o, [](ScenarioSpec& dst, const ScenarioSpec& src) {
+        dst.deployment.enable_expert_parallel = src.deployment.enable_expert_parallel;
+      });
+    }
+    bind_dep(&DeploymentSpec::expert_imbalance, "--expert-imbalance",
+             "expert-parallel load imbalance, busiest GPU's tokens over the mean (default 1.3)")
+        ->check(CLI::Range(1.0, 64.0));
     weights_option_ = bind_dep(&DeploymentSpec::weights, "--weights,--dtype", "weights: auto (the checkpoint as shipped), bf16, fp16, fp8, int8, int4, nvfp4, mxfp4");
     kv_option_ = bind_dep(&DeploymentSpec::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }

@@ -67,8 +67,9 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       for (const ReplicaGroup& g : cfg.decode_pool->groups) all_groups.push_back(&g);
     }
     for (const ReplicaGroup* g : all_groups) {
-      replicas += g->replicas;
-      cards += static_cast<double>(g->replicas) * g->deployment.tp;
+      // Each data-parallel rank of an engine is one replica here (its own scheduler and KV cache).
+      replicas += static_cast<double>(g->replicas) * g->deployment.dp;
+      cards += static_cast<double>(g->replicas) * g->deployment.gpus();
     }
     check_run_limit(RunLimit::kReplicas, replicas, "the cluster");
     check_run_limit(RunLimit::kCards, cards, "the cluster");
@@ -101,7 +102,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       MemoryPlan plan = plan_memory(d, 1, cfg_.policy == "vllm-v1");
       if (!plan.fits) {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
-                    std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
+                    std::to_string(d.tp) +
+                    (d.pp > 1 ? " x PP " + std::to_string(d.pp) : std::string()) +
+                    (d.expert_parallel ? " (EP " + std::to_string(d.tp * d.dp) + ")" : std::string()) +
+                    ": " + plan.reason + " (see `capsim fit`)");
       }
       if ((d.speculative || d.lora) && cfg_.policy != "vllm-v1") {
         throw Error(std::string(d.speculative ? "--speculative-config" : "--enable-lora") +
@@ -109,7 +113,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       }
       auto cost = make_serving_cost(d);
       const std::int64_t max_len = plan.max_model_len;
-      for (int i = 0; i < g.replicas; ++i) {
+      for (int i = 0; i < g.replicas * d.dp; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
         pools_[p].push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
                                                       make_policy(cfg_.policy), plan.layout));

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/cost/expert_parallel.h"
+#include "sim/cost/roofline_group.h"
+
 namespace capsim {
 
 const char* bound_name(Bound b) {
@@ -25,14 +28,19 @@ double linear_bytes_per_param(Precision w) { return quantized_weight_bytes(w); }
 
 }  // namespace
 
-RooflineCost::RooflineCost(const Deployment& d) {
+RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   const ModelSpec& m = d.model;
   tp_ = d.tp;
   const double tp = d.tp;
   hidden_ = static_cast<double>(m.hidden);
-  layers_ = static_cast<double>(m.layers);
-  dense_layers_ = static_cast<double>(m.dense_layers);
-  moe_layers_ = static_cast<double>(m.moe_layers);
+  layers_ = scope.layers >= 0 ? scope.layers : static_cast<double>(m.layers);
+  dense_layers_ = scope.dense_layers >= 0 ? scope.dense_layers : static_cast<double>(m.dense_layers);
+  moe_layers_ = scope.moe_layers >= 0 ? scope.moe_layers : static_cast<double>(m.moe_layers);
+  embedding_ = scope.embedding;
+  lm_head_ = scope.lm_head;
+  overhead_ = scope.overhead;
+  // A pipeline stage never holds sliding-window layers (validate_parallelism refuses PP for
+  // such models), so the whole model's count applies.
   if (m.has_sliding_window()) {
     sliding_layers_ = static_cast<double>(m.sliding_layers);
     window_ = static_cast<double>(m.sliding_window);
@@ -104,6 +112,16 @@ RooflineCost::RooflineCost(const Deployment& d) {
   }
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;
+  if (d.expert_parallel && m.is_moe()) {
+    ExpertParallelMoe::Rates r;
+    r.gemm_flops_per_s = gemm_rate_;
+    r.bytes_per_s = bandwidth_;
+    r.kernel_floor_s = kernel_floor_;
+    r.linear_bytes_per_param = linear_bytes_per_param_;
+    r.expert_bytes_per_param = expert_bytes_per_param_;
+    r.dispatch_kernels = moe_dispatch_kernels_;
+    ep_ = std::make_shared<const ExpertParallelMoe>(d, r);
+  }
 }
 
 StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
@@ -112,20 +130,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   const double t = static_cast<double>(b.tokens());
   const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
                        double repeat, double bandwidth) {
-    const double c = flops / rate;
-    const double mem = bytes / bandwidth;
-    const double floor = kernels * kernel_floor_;
-    // Near the ridge point a kernel is held back by both limits at once, so the two times are
-    // combined as a 2-norm rather than a max (docs/cost-model.md#step-time); far from it the
-    // larger term dominates and the 2-norm tends to the plain roofline.
-    const double s = std::max(std::hypot(c, mem), floor) * repeat;
-    Bound bound = c >= mem ? Bound::kCompute : Bound::kMemory;
-    if (floor > std::hypot(c, mem)) bound = Bound::kFloor;
-    out.seconds += s;
-    out.flops += flops * repeat;
-    out.bytes += bytes * repeat;
-    if (bound == Bound::kCompute) out.compute_s += s; else out.memory_s += s;
-    if (keep) out.groups.push_back({group, flops * repeat, bytes * repeat, c * repeat, mem * repeat, s, bound});
+    add_roofline_group(out, keep, group, flops, bytes, rate, kernels, repeat, bandwidth, kernel_floor_);
   };
   const double act = 2.0;  // bytes per activation element (16-bit)
   const double wb = linear_bytes_per_param_;
@@ -183,7 +188,9 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
     add("mlp", 2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
         gemm_rate_, 2, dense_layers_, bandwidth_);
   }
-  if (moe_layers_ > 0) {
+  if (moe_layers_ > 0 && ep_) {
+    ep_->add(out, keep, t, moe_layers_);
+  } else if (moe_layers_ > 0) {
     // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
     // experts a step reads is E (1 - (1 - k/E)^T).
     const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
@@ -205,7 +212,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   add("elementwise", 0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_, bandwidth_);
 
   // Once per step: the LM head for sequences that sample.
-  if (b.logit_sequences > 0) {
+  if (lm_head_ && b.logit_sequences > 0) {
     const double n = static_cast<double>(b.logit_sequences);
     add("lm_head", 2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
         gemm_rate_, 1, 1, bandwidth_);
@@ -215,15 +222,20 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   if (tp_ > 1) {
     const double bytes = t * hidden_ * act;
     const double per = allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
-    const double s = per * 2 * layers_ + allreduce_latency_;  // + embedding all-reduce
+    // Under DP attention the MoE layers' all-reduce gives way to the all-to-all (ep_ adds it).
+    const double reduces = ep_ && ep_->all_to_all() ? 2 * dense_layers_ + moe_layers_ : 2 * layers_;
+    const double embedding = embedding_ ? 1.0 : 0.0;
+    const double s = per * reduces + allreduce_latency_ * embedding;  // + embedding all-reduce
     out.seconds += s;
     out.communication_s += s;
-    if (keep) out.groups.push_back({"all_reduce", 0, bytes * (2 * layers_ + 1), 0, 0, s, Bound::kCommunication});
+    if (keep) out.groups.push_back({"all_reduce", 0, bytes * (reduces + embedding), 0, 0, s, Bound::kCommunication});
   }
-  const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());
-  out.seconds += overhead;
-  out.overhead_s += overhead;
-  if (keep) out.groups.push_back({"overhead", 0, 0, 0, 0, overhead, Bound::kOverhead});
+  if (overhead_) {
+    const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());
+    out.seconds += overhead;
+    out.overhead_s += overhead;
+    if (keep) out.groups.push_back({"overhead", 0, 0, 0, 0, overhead, Bound::kOverhead});
+  }
 
   out.mfu = out.flops / (peak_flops_ * out.seconds);
   out.mbu = out.bytes / (peak_bandwidth_ * out.seconds);

@@ -6,15 +6,32 @@
 // so a step's time is one GPU's time.
 #pragma once
 
+#include <memory>
+
 #include "sim/cost/step_cost.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
 
+class ExpertParallelMoe;
+
+// What part of the model one GPU runs: the whole model by default; a pipeline stage's share of
+// the layers (fractional dense/MoE counts, sim/llm/parallelism.h), with or without the
+// embedding's all-reduce, the LM head and the engine's per-step overhead.
+struct RooflineScope {
+  double layers = -1, dense_layers = -1, moe_layers = -1;  // -1 = the model's
+  bool embedding = true;
+  bool lm_head = true;
+  bool overhead = true;
+};
+
 class RooflineCost : public StepCost {
  public:
   // REQUIRES: d.validate() passed. Resolves every constant once; seconds() is allocation-free.
-  explicit RooflineCost(const Deployment& d);
+  // With --enable-expert-parallel the MoE layers run ExpertParallelMoe (the "expert-parallel"
+  // model, sim/cost/registry.h).
+  explicit RooflineCost(const Deployment& d) : RooflineCost(d, RooflineScope{}) {}
+  RooflineCost(const Deployment& d, const RooflineScope& scope);
 
   double seconds(const BatchShape& b) const override;
   StepBreakdown breakdown(const BatchShape& b) const override;
@@ -55,6 +72,8 @@ class RooflineCost : public StepCost {
   double link_bandwidth_ = 0, allreduce_latency_ = 0;
   double kernel_floor_ = 0;
   double step_overhead_ = 0, per_sequence_overhead_ = 0;
+  bool embedding_ = true, lm_head_ = true, overhead_ = true;
+  std::shared_ptr<const ExpertParallelMoe> ep_;  // set with expert parallelism on an MoE model
 };
 
 }  // namespace capsim

@@ -1,6 +1,7 @@
-// The step cost a replica of a deployment runs with: the roofline, wrapped by speculative
-// decoding's and multi-LoRA's costs when the deployment enables them. With neither it is the
-// plain RooflineCost, so runs without them are unchanged.
+// The step cost a replica of a deployment runs with: the model its parallelism needs
+// (sim/cost/registry.h: roofline, expert-parallel or pipeline), wrapped by speculative
+// decoding's and multi-LoRA's costs when the deployment enables them. With neither it is that
+// model alone, so runs without them are unchanged.
 #pragma once
 
 #include <memory>

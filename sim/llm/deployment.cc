@@ -2,6 +2,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/precision_support.h"
+#include "sim/llm/parallelism.h"
 
 namespace capsim {
 
@@ -121,6 +122,7 @@ void Deployment::validate() const {
     if (model.encoder_only) throw Error("--enable-lora: " + model.name + " is encoder-only; LoRA serving is modelled for decoders");
     (void)lora_modules(*lora, model);  // throws for MLA and unknown modules
   }
+  validate_parallelism(*this);
 }
 
 }  // namespace capsim

@@ -33,11 +33,28 @@ struct SchedulerLimits {
 // PR #17885). Block size and memory utilisation come from the engine profile.
 SchedulerLimits default_limits(const Card& card, const EngineProfile& engine);
 
+// Tokens on the busiest GPU of an expert-parallel group over the mean (max/mean): UltraEP
+// (arXiv 2606.04101, abstract) measures 1.30-4.01 without load balancing across MoE models of
+// 106B-671B and 1.01-1.04 with per-batch balancing. 1.3, the low end of the unbalanced range,
+// stands for a deployment with vLLM's or SGLang's EPLB; --expert-imbalance overrides it.
+inline constexpr double kDefaultExpertImbalance = 1.3;
+
 struct Deployment {
   ModelSpec model;
   Card card;
   EngineProfile engine;
   int tp = 1;
+  // Pipeline stages (vLLM --pipeline-parallel-size): the layers split over pp groups of tp GPUs,
+  // one batch in flight per stage (sim/llm/parallelism.h, sim/cost/pipeline_cost.h).
+  int pp = 1;
+  // Data-parallel ranks of one engine (vLLM --data-parallel-size): each its own scheduler and KV
+  // cache (a replica in the simulation); on an MoE model with expert parallelism they share the
+  // experts and run attention apart (DP attention; sim/cost/expert_parallel.h).
+  int dp = 1;
+  // vLLM --enable-expert-parallel: the routed experts spread whole over the TP x DP GPUs.
+  bool expert_parallel = false;
+  // The busiest expert-parallel GPU's token-expert pairs over the mean.
+  double expert_imbalance = kDefaultExpertImbalance;
   Precision weights = Precision::kBf16;
   // The routed experts' matrices when they differ from `weights`: a checkpoint run as shipped
   // (gpt-oss: bf16 attention, mxfp4 experts). Unset = `weights`.
@@ -59,6 +76,10 @@ struct Deployment {
   std::string weights_label() const;
   // Total weight bytes of the model at these precisions (all GPUs of the TP group together).
   double weight_bytes() const { return model.weight_bytes(weights, routed_expert_weights()); }
+  // GPUs of one engine (every DP rank, stage and TP rank).
+  int gpus() const { return tp * pp * dp; }
+  // True when pipeline, data-parallel ranks or expert parallelism change what a GPU holds.
+  bool beyond_tp() const { return pp > 1 || dp > 1 || expert_parallel; }
   // Throws capsim::Error when the card cannot run this combination (e.g. bf16 on a T4, TP not
   // dividing the attention heads, TP > 8).
   void validate() const;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/units.h"
+#include "sim/llm/parallelism.h"
 
 namespace capsim {
 
@@ -86,8 +87,29 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   const long long profile_seqs =
       std::min<long long>(d.limits.max_num_seqs, d.limits.max_num_batched_tokens);
   p.activations = activation_peak_bytes(m, d.tp, d.limits.max_num_batched_tokens, profile_seqs);
-  p.runtime = d.engine.runtime_memory_bytes + (d.tp > 1 ? d.engine.runtime_memory_tp_extra_bytes : 0);
+  p.runtime = d.engine.runtime_memory_bytes +
+              (d.tp > 1 || d.pp > 1 || d.dp > 1 ? d.engine.runtime_memory_tp_extra_bytes : 0);
   p.outside_budget = d.card.is_cpu ? 0 : d.engine.outside_budget_bytes;
+  // Pipeline stages and expert parallelism change what one GPU holds (sim/llm/parallelism.h).
+  // Every stage's KV cache gets the same number of blocks, the smallest any stage fits (vLLM
+  // sizes the cache from the minimum over workers), so the plan reports that stage.
+  std::int64_t stage_layers = m.layers;
+  if (d.beyond_tp()) {
+    const double layer_block = m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache) *
+                               static_cast<double>(d.limits.block_size);
+    double fewest = 0;
+    bool first = true;
+    for (const PipelineStage& s : pipeline_stages(d)) {
+      const double blocks = (p.budget - s.weight_bytes - p.activations - p.runtime) /
+                            (layer_block * static_cast<double>(std::max(1, s.layers)));
+      if (first || blocks < fewest) {
+        fewest = blocks;
+        first = false;
+        p.weights = s.weight_bytes;
+        stage_layers = s.layers;
+      }
+    }
+  }
   p.kv_cache = p.budget - p.weights - p.activations - p.runtime;
   // Speculative decoding's proposer and LoRA's adapter slots sit inside the budget, before KV.
   if (d.speculative) {
@@ -99,7 +121,7 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
     p.kv_cache -= p.lora_slots;
   }
   p.kv_bytes_per_token_per_gpu =
-      static_cast<double>(m.layers) * m.kv_elements_per_token_per_layer(d.tp) *
+      static_cast<double>(stage_layers) * m.kv_elements_per_token_per_layer(d.tp) *
       element_bytes(d.kv_cache);
   if (m.encoder_only) {
     p.fits = p.kv_cache >= 0;
@@ -108,6 +130,7 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
     return p;
   }
   p.layout = kv_layout(d, hybrid_kv);
+  if (stage_layers != m.layers) p.layout.layers_per_group = stage_layers;  // one stage's layers
   const KvLayout& l = p.layout;
   // One pool block: block_size tokens of one group's layers (all layers without sliding windows).
   double block_bytes = static_cast<double>(l.layers_per_group) *

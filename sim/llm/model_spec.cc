@@ -257,19 +257,22 @@ double ModelSpec::weight_bytes(Precision w, Precision expert_w) const {
   if (expert_w == w || moe_layers == 0) return all;
   // Swap the routed experts' matrices (and, for fp8/int8, their per-output-channel scales)
   // from `w` to `expert_w`.
+  return all - routed_expert_bytes(w) + routed_expert_bytes(expert_w);
+}
+
+double ModelSpec::routed_expert_bytes(Precision expert_w) const {
+  if (moe_layers == 0) return 0;
+  // The matrices plus, for fp8/int8, their per-output-channel scales (fp32, one per row).
   const double e = routed_expert_matrix_params();
   const double e_rows = static_cast<double>(moe_layers) * static_cast<double>(experts) *
                         static_cast<double>(2 * expert_intermediate + hidden);
-  const auto bytes_at = [&](Precision p) {
-    switch (p) {
-      case Precision::kFp32:
-      case Precision::kTf32: return 4 * e;
-      case Precision::kFp8:
-      case Precision::kInt8: return e + 4 * e_rows;
-      default: return quantized_weight_bytes(p) * e;
-    }
-  };
-  return all - bytes_at(w) + bytes_at(expert_w);
+  switch (expert_w) {
+    case Precision::kFp32:
+    case Precision::kTf32: return 4 * e;
+    case Precision::kFp8:
+    case Precision::kInt8: return e + 4 * e_rows;
+    default: return quantized_weight_bytes(expert_w) * e;
+  }
 }
 
 double ModelSpec::checkpoint_weight_bytes() const {

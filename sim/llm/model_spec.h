@@ -102,6 +102,8 @@ struct ModelSpec {
   double weight_bytes(Precision weights, Precision experts) const;
   // Parameters of all routed experts' matrices (every MoE layer).
   double routed_expert_matrix_params() const;
+  // Their bytes at `experts` precision, scales included (0 for a dense model).
+  double routed_expert_bytes(Precision experts) const;
   // Bytes of the checkpoint as shipped, 0 when `checkpoint_quant` is empty:
   //   mxfp4: routed-expert matrices at 4 bits + one 8-bit (E8M0) scale per 32 values
   //          = 0.53125 B each (OCP MX v1.0); everything else 16-bit;

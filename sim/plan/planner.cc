@@ -89,7 +89,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
               c.rejected = true;
               c.reason = "does not fit: " + mp.reason;
             } else {
-              c.usd_per_hour = prices.usd_per_hour(d.card) * tp;
+              c.usd_per_hour = prices.usd_per_hour(d.card) * d.gpus();  // tp x pp x dp
             }
           } catch (const Error& e) {
             c.rejected = true;

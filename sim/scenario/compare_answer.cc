@@ -142,11 +142,24 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   // The model every row shares is loaded once here: a bad config is bad input (exit 2), not a
   // row that "fails" (exit 1 when none is best). Precisions were checked by parse_deployment.
   (void)models().find(base.deployment.model);
+  // The first group runs the base scenario's pipeline and data-parallel ranks (scenario.cc
+  // build_scenario): its replicas take TP x PP x DP GPUs each.
+  const DeploymentSpec& bd = base.deployment;
+  const int first_gpus = bd.pp * bd.dp;
+  const std::string first_suffix = (bd.pp > 1 ? " pp" + std::to_string(bd.pp) : std::string()) +
+                                   (bd.dp > 1 ? " dp" + std::to_string(bd.dp) : std::string()) +
+                                   (bd.enable_expert_parallel ? " ep" : "");
   for (CompareRow& r : rows) {
     r.name = describe(r.groups);
-    for (const auto& g : r.groups) {
-      r.cards += g.replicas * g.tp;
-      r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * g.tp;
+    if (!first_suffix.empty()) {
+      const std::size_t cut = r.name.find(" + ");
+      r.name.insert(cut == std::string::npos ? r.name.size() : cut, first_suffix);
+    }
+    for (std::size_t i = 0; i < r.groups.size(); ++i) {
+      const auto& g = r.groups[i];
+      const int per_replica = g.tp * (i == 0 ? first_gpus : 1);
+      r.cards += g.replicas * per_replica;
+      r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * per_replica;
     }
   }
   plan::run_parallel(

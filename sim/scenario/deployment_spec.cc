@@ -111,6 +111,10 @@ Deployment DeploymentSpec::resolve() const {
   // A path to an engine YAML (calibration/engines format) runs a profile outside the catalogue.
   d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : engines().find(engine);
   d.tp = tp;
+  d.pp = pp;
+  d.dp = dp;
+  d.expert_parallel = enable_expert_parallel;
+  if (expert_imbalance) d.expert_imbalance = *expert_imbalance;
   const Precision half = native_half(d.card);
   if (weights == "auto") {
     // As vLLM loads a checkpoint (its quantization_config decides, not --dtype): gpt-oss's

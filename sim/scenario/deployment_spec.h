@@ -13,6 +13,10 @@ struct DeploymentSpec {
   std::string model = "llama-3.1-8b";
   std::string card = "h100-sxm";
   int tp = 1;
+  int pp = 1;                          // vLLM --pipeline-parallel-size
+  int dp = 1;                          // vLLM --data-parallel-size (ranks of one engine)
+  bool enable_expert_parallel = false; // vLLM --enable-expert-parallel
+  std::optional<double> expert_imbalance;  // unset: kDefaultExpertImbalance
   std::string weights = "auto";
   std::string kv_cache = "auto";
   std::string engine = "vllm";

@@ -50,6 +50,12 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
       {"shortfall_bytes_per_gpu", p.shortfall},
       {"reason", p.reason},
   };
+  if (d.beyond_tp()) {
+    j["pp"] = d.pp;
+    j["dp"] = d.dp;
+    j["expert_parallel"] = d.expert_parallel;
+    j["gpus"] = d.gpus();
+  }
   // Only for a checkpoint run as shipped (gpt-oss: the routed experts in mxfp4).
   if (d.expert_weights) j["expert_weights"] = precision_name(*d.expert_weights);
   return j;

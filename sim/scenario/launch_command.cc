@@ -76,9 +76,24 @@ std::vector<LaunchFlag> vllm_serve_flags(const LaunchTarget& t, std::vector<std:
   std::vector<LaunchFlag> f;
 
   // Parallelism. One command per replica: capsim simulates independent replicas behind its own
-  // router, not vLLM's in-process data parallelism (--data-parallel-size), whose balancer is a
-  // different router. Pipeline and expert parallelism: none simulated yet.
+  // router. Within one replica: pipeline stages, the engine's own data-parallel ranks (DP
+  // attention on an MoE model) and expert parallelism, as simulated (sim/llm/parallelism.h).
   f.push_back({"--tensor-parallel-size", std::to_string(d.tp)});
+  if (d.pp > 1) f.push_back({"--pipeline-parallel-size", std::to_string(d.pp)});
+  if (d.dp > 1) f.push_back({"--data-parallel-size", std::to_string(d.dp)});
+  if (d.expert_parallel) f.push_back({"--enable-expert-parallel", ""});
+  if (d.gpus() > 8) {
+    notes.push_back("this engine spans " + std::to_string((d.gpus() + 7) / 8) +
+                    " servers of 8 GPUs: start it across them (Ray for pipeline stages, vLLM's "
+                    "multi-node data-parallel options for DP ranks); capsim assumed a 400 Gb/s "
+                    "network port per GPU between servers");
+  }
+  if (d.dp > 1 && d.expert_parallel) {
+    notes.push_back("DP attention: each of the " + std::to_string(d.dp) +
+                    " ranks keeps its own requests and KV cache, the experts are shared over " +
+                    std::to_string(d.tp * d.dp) + " GPUs; capsim assumed an expert load imbalance of " +
+                    number(d.expert_imbalance) + " (busiest GPU over the mean) and the ranks balanced by the router");
+  }
 
   // Precision. --dtype is the 16-bit type the unquantised layers run at (bf16 where the card has
   // it, else fp16; capsim's native_half). Online FP8 quantisation of a 16-bit checkpoint is
@@ -164,6 +179,11 @@ std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<st
   const SchedulerLimits& lim = d.limits;
   std::vector<LaunchFlag> f;
   f.push_back({"--tp_size", std::to_string(d.tp)});
+  if (d.pp > 1) f.push_back({"--pp_size", std::to_string(d.pp)});
+  if (d.dp > 1 || d.expert_parallel) {
+    notes.push_back("expert parallelism / DP attention: set moe_expert_parallel_size and "
+                    "enable_attention_dp in capsim-extra-llm-api-options.yaml (not trtllm-serve flags)");
+  }
   f.push_back({"--max_batch_size", std::to_string(lim.max_num_seqs)});
   f.push_back({"--max_num_tokens", std::to_string(lim.max_num_batched_tokens)});
   if (const long long len = served_len(t); len > 0) f.push_back({"--max_seq_len", std::to_string(len)});
@@ -198,7 +218,7 @@ std::vector<LaunchCommand> launch_commands(const LaunchTarget& t) {
   std::string replicas_note;
   if (t.replicas > 1) {
     replicas_note = std::to_string(t.replicas) + " replicas of this command (" +
-                    std::to_string(t.replicas * t.deployment.tp) + " GPUs of " + t.deployment.card.name +
+                    std::to_string(t.replicas * t.deployment.gpus()) + " GPUs of " + t.deployment.card.name +
                     ") behind a " + t.router + " router";
   }
   LaunchCommand v;

@@ -186,8 +186,35 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   if (root["router"]) s.router = scalar(root["router"], p + "router");
   if (const auto d = root["deployment"]) {
     const auto read_group = [&](const YAML::Node& g, const std::string& w, bool first) {
-      check_keys(g, w, {"card", "tp", "replicas", "weights", "kv_cache", "engine"});
+      check_keys(g, w, {"card", "tp", "replicas", "weights", "kv_cache", "engine", "pp", "dp",
+                        "enable_expert_parallel", "expert_imbalance"});
+      if (!first) {
+        for (const char* k : {"pp", "dp", "enable_expert_parallel", "expert_imbalance"}) {
+          if (g[k]) {
+            throw Error(w + "." + k + ": pipeline, data and expert parallelism are read from the "
+                        "first deployment group only; accepted here: card, tp, replicas, weights");
+          }
+        }
+      }
       if (first) {
+        if (g["pp"]) s.deployment.pp = whole(g["pp"], w + ".pp", 1, 64);
+        if (g["dp"]) s.deployment.dp = whole(g["dp"], w + ".dp", 1, 1024);
+        if (g["enable_expert_parallel"]) {
+          const std::string v = scalar(g["enable_expert_parallel"], w + ".enable_expert_parallel");
+          if (v != "true" && v != "false") {
+            throw Error(w + ".enable_expert_parallel: '" + v + "'; accepted: true, false");
+          }
+          s.deployment.enable_expert_parallel = v == "true";
+        }
+        if (g["expert_imbalance"]) {
+          const std::string where = w + ".expert_imbalance";
+          const double v = parse_number(scalar(g["expert_imbalance"], where), where);
+          if (!(v >= 1 && v <= 64)) {
+            throw Error(where + ": " + scalar(g["expert_imbalance"], where) +
+                        " is not a max/mean load ratio; accepted: 1 to 64");
+          }
+          s.deployment.expert_imbalance = v;
+        }
         if (g["card"]) s.deployment.card = scalar(g["card"], w + ".card");
         if (g["tp"]) s.deployment.tp = whole(g["tp"], w + ".tp", 1, 64);
         if (g["replicas"]) s.replicas = whole(g["replicas"], w + ".replicas", 1, 100000);
@@ -480,6 +507,11 @@ std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
     DeploymentSpec f = s.deployment;
     f.card = e.card;
     f.tp = e.tp;
+    // Pipeline, data and expert parallelism are the first group's (scenario field docs).
+    f.pp = 1;
+    f.dp = 1;
+    f.enable_expert_parallel = false;
+    f.expert_imbalance.reset();
     f.weights = e.weights;
     f.kv_cache = "auto";
     f.max_num_seqs.reset();

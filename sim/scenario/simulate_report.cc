@@ -135,6 +135,12 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                       {"gpu_memory_utilization", d.limits.gpu_memory_utilization},
                       {"enable_prefix_caching", d.limits.enable_prefix_caching}});
     if (d.expert_weights) groups.back()["expert_weights"] = precision_name(*d.expert_weights);
+    if (d.beyond_tp()) {
+      groups.back()["pp"] = d.pp;
+      groups.back()["dp"] = d.dp;
+      groups.back()["expert_parallel"] = d.expert_parallel;
+      groups.back()["gpus_per_replica"] = d.gpus();
+    }
   }
   j["deployment"] = groups;
   j["router"] = b.config.router;
@@ -251,10 +257,15 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   for (std::size_t i = 0; i < b.config.groups.size(); ++i) {
     const ReplicaGroup& g = b.config.groups[i];
     os << (i ? " + " : "") << g.replicas << " x " << g.deployment.card.name
-       << (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "") << " ("
+       << (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "")
+       << (g.deployment.pp > 1 ? " pp" + std::to_string(g.deployment.pp) : "")
+       << (g.deployment.dp > 1 ? " dp" + std::to_string(g.deployment.dp) : "")
+       << (g.deployment.expert_parallel ? " ep" : "") << " ("
        << precision_name(g.deployment.weights) << ", KV " << precision_name(g.deployment.kv_cache) << ", "
-       << r.replicas[first_replica].kv_tokens << " KV tokens/replica)";
-    first_replica += static_cast<std::size_t>(g.replicas);
+       << r.replicas[first_replica].kv_tokens
+       << (g.deployment.dp > 1 ? " KV tokens/DP rank)" : " KV tokens/replica)");
+    // Each DP rank is a replica of the simulation (cluster/simulation.cc).
+    first_replica += static_cast<std::size_t>(g.replicas) * static_cast<std::size_t>(g.deployment.dp);
   }
   os << "; engine " << d.engine.name << " (" << b.config.policy << ", max_num_seqs "
      << d.limits.max_num_seqs << ", max_num_batched_tokens " << d.limits.max_num_batched_tokens

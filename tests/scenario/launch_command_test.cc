@@ -228,4 +228,55 @@ TEST_CASE("launch: speculative decoding and LoRA print vLLM's flags as simulated
     REQUIRE(c.notes.size() == 1);
     CHECK(c.notes[0].find("--lora-modules NAME=PATH") != std::string::npos);
   }
+
+TEST_CASE("launch: pipeline, data and expert parallelism print vLLM's flags, all documented", "[launch][parallelism]") {
+  const std::set<std::string> vllm = documented("vllm-serve-flags.yaml");
+  const std::set<std::string> trt = documented("trtllm-serve-flags.yaml");
+  const auto has = [](const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  };
+  // Llama-3.1-405B bf16 as TP 8 x PP 2 (16 GPUs, two servers), TensorRT-LLM profile: both lines.
+  DeploymentSpec s;
+  s.model = "llama-3.1-405b";
+  s.card = "h100-sxm";
+  s.tp = 8;
+  s.pp = 2;
+  s.weights = "bf16";
+  s.engine = "tensorrt-llm";
+  LaunchTarget t;
+  t.deployment = s.resolve();
+  t.weights_spec = "bf16";
+  t.replicas = 2;
+  const auto cmds = launch_commands(t);
+  REQUIRE(cmds.size() == 2);
+  CHECK(has(cmds[0].line(), " --tensor-parallel-size 8 --pipeline-parallel-size 2 --dtype bfloat16 "));
+  CHECK_FALSE(has(cmds[0].line(), "--data-parallel-size"));
+  CHECK(has(cmds[1].line(), " --tp_size 8 --pp_size 2 "));
+  require_documented(cmds[0], vllm);
+  require_documented(cmds[1], trt);
+  bool servers = false, gpus = false;
+  for (const auto& n : cmds[0].notes) {
+    servers = servers || has(n, "spans 2 servers of 8 GPUs");
+    gpus = gpus || has(n, "2 replicas of this command (32 GPUs of h100-sxm)");  // 2 x 8 x 2
+  }
+  CHECK(servers);
+  CHECK(gpus);
+
+  // DeepSeek-V3 with DP attention over 8 H200s: --data-parallel-size 8 --enable-expert-parallel.
+  DeploymentSpec e;
+  e.model = "deepseek-v3";
+  e.card = "h200";
+  e.tp = 1;
+  e.dp = 8;
+  e.enable_expert_parallel = true;
+  LaunchTarget u;
+  u.deployment = e.resolve();
+  const auto dpl = launch_commands(u);
+  REQUIRE(dpl.size() == 1);
+  CHECK(has(dpl[0].line(),
+            " --tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel --dtype bfloat16 "));
+  require_documented(dpl[0], vllm);
+  bool dp_note = false;
+  for (const auto& n : dpl[0].notes) dp_note = dp_note || has(n, "DP attention: each of the 8 ranks");
+  CHECK(dp_note);
 }

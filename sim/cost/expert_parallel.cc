@@ -1,0 +1,125 @@
+#include "sim/cost/expert_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/cost/roofline_group.h"
+#include "sim/llm/parallelism.h"
+
+namespace capsim {
+
+ExpertParallelMoe::ExpertParallelMoe(const Deployment& d, const Rates& r) : r_(r) {
+  const ModelSpec& m = d.model;
+  tp_ = d.tp;
+  dp_ = d.dp;
+  group_ = d.tp * d.dp;
+  experts_ = static_cast<double>(m.experts);
+  local_experts_ = experts_ / group_;
+  k_ = static_cast<double>(m.experts_per_token);
+  hidden_ = static_cast<double>(m.hidden);
+  expert_params_ = static_cast<double>(m.expert_params());
+  shared_params_ = static_cast<double>(m.shared_expert_params()) / d.tp;
+  router_params_ = static_cast<double>(m.router_params());
+  imbalance_ = d.expert_imbalance;
+  // DeepEP (and vLLM's DeepEP back ends) dispatch fp8 activations with one fp32 scale per 128
+  // elements when the experts compute in fp8, and combine in bf16 (deepseek-ai/DeepEP
+  // docs/legacy.md: "FP8 dispatching and BF16 combining"); 16-bit otherwise.
+  dispatch_element_bytes_ = d.compute_precision() == Precision::kFp8 ? 1.0 + 4.0 / 128.0 : 2.0;
+  combine_element_bytes_ = 2.0;
+
+  // Where a GPU's copies go: destinations are uniform over the group's GPUs (GPU 0 of DP rank 0
+  // stands for all; the group of stage 0 is GPUs (rank x pp) x tp + j).
+  if (dp_ > 1) {
+    double nv = 0, pcie = 0, net = 0;
+    for (int rank = 0; rank < dp_; ++rank) {
+      for (int j = 0; j < tp_; ++j) {
+        const int gpu = rank * d.pp * tp_ + j;
+        const GpuLink l = link_between(d, 0, gpu);
+        switch (l.kind) {
+          case GpuLink::Kind::kSame: break;
+          case GpuLink::Kind::kNvlink:
+            nv += 1;
+            nvlink_rate_ = l.bandwidth * kLinkEfficiency;
+            break;
+          case GpuLink::Kind::kPcieP2p:
+          case GpuLink::Kind::kPcieHost:
+            pcie += 1;
+            pcie_rate_ = l.bandwidth * kLinkEfficiency;
+            break;
+          case GpuLink::Kind::kNetwork:
+            net += 1;
+            network_rate_ = l.bandwidth * kLinkEfficiency;
+            break;
+        }
+        if (l.kind != GpuLink::Kind::kSame) latency_s_ = std::max(latency_s_, l.latency_s);
+      }
+    }
+    share_nvlink_ = nv / group_;
+    share_pcie_ = pcie / group_;
+    share_network_ = net / group_;
+  }
+}
+
+double ExpertParallelMoe::local_pairs(double tokens) const {
+  // All DP ranks' tokens (dp x t, each rank's t split over its TP ranks for the dispatch, or
+  // replicated across the TP group when DP is 1) pick k experts each; a GPU holds 1/group of
+  // them, so the mean is dp x t x k / (tp x dp) = t x k / tp (DP > 1) or t x k / tp (DP 1).
+  return tokens * k_ / tp_ * imbalance_;
+}
+
+double ExpertParallelMoe::dispatch_bytes(double tokens) const {
+  if (dp_ <= 1) return 0;
+  return tokens / tp_ * k_ * hidden_ * dispatch_element_bytes_ * (1.0 - 1.0 / group_);
+}
+
+double ExpertParallelMoe::combine_bytes(double tokens) const {
+  if (dp_ <= 1) return 0;
+  return tokens / tp_ * k_ * hidden_ * combine_element_bytes_ * (1.0 - 1.0 / group_);
+}
+
+double ExpertParallelMoe::transfer_seconds(double bytes) const {
+  // The links run at once; the slowest share sets the time, plus one fixed cost.
+  const double sent = 1.0 - 1.0 / group_;
+  if (sent <= 0 || bytes <= 0) return 0;
+  const double all = bytes / sent;  // bytes a GPU would send to every GPU of the group
+  double t = 0;
+  if (share_nvlink_ > 0) t = std::max(t, all * share_nvlink_ / nvlink_rate_);
+  if (share_pcie_ > 0) t = std::max(t, all * share_pcie_ / pcie_rate_);
+  if (share_network_ > 0) t = std::max(t, all * share_network_ / network_rate_);
+  return latency_s_ + t;
+}
+
+double ExpertParallelMoe::all_to_all_seconds(double tokens) const {
+  if (dp_ <= 1) return 0;
+  return transfer_seconds(dispatch_bytes(tokens)) + transfer_seconds(combine_bytes(tokens));
+}
+
+void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_layers) const {
+  const double act = 2.0;
+  const double pairs = local_pairs(t);
+  // Distinct local experts the busiest GPU reads: with uniform routing each of its E/group
+  // experts is hit by at least one of the group's dp x t tokens with probability
+  // 1 - (1 - k/E)^(dp t); the busiest GPU reads `imbalance` times the mean, at most all of them.
+  const double group_tokens = t * dp_;
+  const double hit = std::min(local_experts_,
+                              local_experts_ * (1.0 - std::pow(1.0 - k_ / experts_, group_tokens)) *
+                                  imbalance_);
+  const double flops = 2 * pairs * expert_params_ + 2 * t * (shared_params_ + router_params_);
+  const double bytes = hit * expert_params_ * r_.expert_bytes_per_param +
+                       shared_params_ * r_.linear_bytes_per_param + router_params_ * act +
+                       2 * (t + pairs) * hidden_ * act;
+  add_roofline_group(out, keep, "moe_mlp_ep", flops, bytes, r_.gemm_flops_per_s, 3, moe_layers,
+                     r_.bytes_per_s, r_.kernel_floor_s);
+  if (r_.dispatch_kernels > 0) {
+    add_roofline_group(out, keep, "moe_dispatch", 0, (2 * t + 2 * pairs) * hidden_ * act,
+                       r_.gemm_flops_per_s, r_.dispatch_kernels, moe_layers, r_.bytes_per_s,
+                       r_.kernel_floor_s);
+  }
+  if (dp_ > 1) {
+    const double per_layer = all_to_all_seconds(t);
+    add_communication_group(out, keep, "all_to_all", (dispatch_bytes(t) + combine_bytes(t)) * moe_layers,
+                            per_layer * moe_layers);
+  }
+}
+
+}  // namespace capsim
