@@ -11,10 +11,10 @@ bool is_engine_file(const std::string& engine) {
 
 Deployment DeploymentSpec::resolve() const {
   Deployment d;
-  d.card = cards().find(card);
-  d.model = models().find(model);
+  d.card = find_card(card);
+  d.model = find_model(model);
   // A path to an engine YAML (calibration/engines format) runs a profile outside the catalogue.
-  d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : engines().find(engine);
+  d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : find_engine(engine);
   d.tp = tp;
   const Precision half = native_half(d.card);
   if (weights == "auto") {

@@ -28,6 +28,12 @@ struct Request {
   std::vector<ContentSegment> segments;
   std::uint32_t user = kNoUser;  // closed-loop user that sent it
   std::uint32_t turn = 0;        // turn within the user's session (0 = first)
+  // A cache, not content: the chained KV-block hashes of the prompt's first blocks at
+  // `hashed_block_size` tokens a block, filled by the prefix-aware router
+  // (Replica::cached_prefix_blocks_keep) so that the other replicas it asks, and the engine
+  // that admits the request, do not hash the prompt again. Empty: not computed.
+  std::vector<std::uint64_t> block_hashes;
+  std::int64_t hashed_block_size = 0;
 
   static constexpr std::uint32_t kNoUser = std::numeric_limits<std::uint32_t>::max();
 };
