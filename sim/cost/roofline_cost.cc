@@ -33,6 +33,10 @@ RooflineCost::RooflineCost(const Deployment& d) {
   layers_ = static_cast<double>(m.layers);
   dense_layers_ = static_cast<double>(m.dense_layers);
   moe_layers_ = static_cast<double>(m.moe_layers);
+  if (m.has_sliding_window()) {
+    sliding_layers_ = static_cast<double>(m.sliding_layers);
+    window_ = static_cast<double>(m.sliding_window);
+  }
   experts_ = static_cast<double>(m.experts);
   experts_per_token_ = static_cast<double>(m.experts_per_token);
 
@@ -127,15 +131,43 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   // Per layer, all layers alike.
   add("qkv_proj", 2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
       bandwidth_);
+  // Full-attention layers attend over the whole context. Sliding-window layers over at most the
+  // last window_ tokens: BatchShape keeps sums, not each sequence, so their work is bounded by
+  // min(sum, count x window), exact when every context (or every query's reach) is on the same
+  // side of the window: all of gpt-oss's (window 128) past the first few hundred tokens, all of
+  // Gemma 2's (window 4096) below 4096.
+  const double full_layers = layers_ - sliding_layers_;
   if (b.prefill_tokens > 0) {
-    add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
-        (b.prefill_kv_tokens + static_cast<double>(b.prefill_tokens)) * kv_bytes_per_token_layer_,
-        attention_rate_, 1, layers_, attention_bandwidth_);
+    const double chunk_tokens = static_cast<double>(b.prefill_tokens);
+    if (full_layers > 0) {
+      add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
+          (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1,
+          full_layers, attention_bandwidth_);
+    }
+    if (sliding_layers_ > 0) {
+      // Each query reaches at most window_ keys; a chunk reads at most the window - 1 tokens
+      // before it plus itself.
+      const double pairs = std::min(b.prefill_attention_pairs, chunk_tokens * window_);
+      const double kv = std::min(b.prefill_kv_tokens,
+                                 static_cast<double>(b.prefill_sequences) * (window_ - 1) + chunk_tokens);
+      add("attention_prefill_window", attention_flops_per_pair_ * pairs,
+          (kv + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
+          attention_bandwidth_);
+    }
   }
   if (b.decode_sequences > 0) {
-    add("attention_decode", attention_flops_per_pair_ * b.decode_context_tokens,
-        b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, layers_,
-        attention_bandwidth_);
+    if (full_layers > 0) {
+      add("attention_decode", attention_flops_per_pair_ * b.decode_context_tokens,
+          b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, full_layers,
+          attention_bandwidth_);
+    }
+    if (sliding_layers_ > 0) {
+      const double context = std::min(b.decode_context_tokens,
+                                      static_cast<double>(b.decode_sequences) * window_);
+      add("attention_decode_window", attention_flops_per_pair_ * context,
+          context * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
+          attention_bandwidth_);
+    }
   }
   add("o_proj", 2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
       bandwidth_);

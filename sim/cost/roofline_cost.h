@@ -43,6 +43,9 @@ class RooflineCost : public StepCost {
   double attention_flops_per_pair_ = 0;  // per layer per rank
   double hidden_ = 0;
   double layers_ = 0, dense_layers_ = 0, moe_layers_ = 0;
+  // Sliding-window layers (Gemma 2, gpt-oss): their attention reaches only the last `window_`
+  // tokens, so its work and KV reads are bounded by the window (docs/cost-model.md#sliding-window).
+  double sliding_layers_ = 0, window_ = 0;
   double experts_ = 0, experts_per_token_ = 0;
   int tp_ = 1;
   // Rates.

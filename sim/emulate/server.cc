@@ -137,8 +137,16 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     writing_ = true;
+    // out_.front() must outlive the write: nothing else removes it while writing_ is set
+    // (gone() leaves it to this handler), so a client that leaves mid-write cannot free it under
+    // the write or make this handler pop an empty queue.
     net::async_write(stream_, net::buffer(out_.front()),
                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       self->writing_ = false;
+                       if (self->closed_) {
+                         self->out_.clear();
+                         return;
+                       }
                        if (ec) {
                          self->gone();
                          return;
@@ -373,7 +381,7 @@ void Session::watch(const std::shared_ptr<Call>& call) {
 void Session::gone() {
   if (current_) emulator_.abort(current_);
   current_.reset();
-  out_.clear();
+  if (!writing_) out_.clear();  // else the write in flight still reads out_.front(); its handler clears
   close();
 }
 

@@ -399,3 +399,52 @@ TEST_CASE("roofline: the all-reduce's fixed cost grows by 3 us per GPU beyond th
   CHECK(RooflineCost(deploy("llama-3.1-70b", "h100-sxm", 4)).breakdown(decodes(64, 2048)).communication_s ==
         Approx(3275.0506e-6).epsilon(1e-7));
 }
+
+// gpt-oss-20b (models/gpt-oss-20b/config.json): 24 layers, layer_types alternate sliding/full, so
+// 12 sliding layers with a 128-token window; 64 query heads and 8 KV heads of 64 dims. Per layer:
+// KV bytes per token (bf16) = 2 (K and V) x 8 x 64 x 2 B = 2,048 B; attention FLOPs per
+// query-key pair = 4 x 64 heads x 64 = 16,384.
+TEST_CASE("roofline: sliding-window layers attend over the window only", "[cost][sliding]") {
+  const RooflineCost cost(deploy("gpt-oss-20b", "h100-sxm"));
+
+  // Four decodes at context 2,000. Full layers read all 4 x 2,000 = 8,000 tokens: 8,000 x 2,048
+  // = 16,384,000 B per layer, x 12 layers = 196,608,000 B. Sliding layers read 4 x 128 = 512
+  // tokens: 1,048,576 B per layer, x 12 = 12,582,912 B; FLOPs 512 x 16,384 x 12 = 100,663,296.
+  const StepBreakdown d = cost.breakdown(decodes(4, 2000));
+  CHECK(test::group(d, "attention_decode").bytes == Approx(196608000.0));
+  CHECK(test::group(d, "attention_decode_window").bytes == Approx(12582912.0));
+  CHECK(test::group(d, "attention_decode_window").flops == Approx(100663296.0));
+
+  // Contexts below the window: every token is within reach, so both halves read the same.
+  const StepBreakdown s = cost.breakdown(decodes(4, 100));
+  CHECK(test::group(s, "attention_decode_window").bytes ==
+        Approx(test::group(s, "attention_decode").bytes));
+
+  // A 2,000-token prompt in one chunk. Full layers: 2,000 x (0 + 2,001 / 2) = 2,001,000 pairs.
+  // Sliding layers: each query reaches at most 128 keys, bounded by 2,000 x 128 = 256,000 pairs
+  // (the exact count, 128 x 129 / 2 + 1,872 x 128 = 247,872, is 3.3% lower: BatchShape keeps
+  // sums); FLOPs 256,000 x 16,384 x 12 = 50,331,648,000. The chunk's own 2,000 tokens are read
+  // and written in both: (2,000 + 2,000) x 2,048 x 12 = 98,304,000 B.
+  BatchShape p;
+  p.add_prefill_chunk(0, 2000, true);
+  const StepBreakdown f = cost.breakdown(p);
+  CHECK(test::group(f, "attention_prefill").flops == Approx(2001000.0 * 16384 * 12));
+  CHECK(test::group(f, "attention_prefill_window").flops == Approx(50331648000.0));
+  CHECK(test::group(f, "attention_prefill_window").bytes == Approx(98304000.0));
+
+  // A later 512-token chunk after 2,000 cached tokens: a sliding layer reads the 127 tokens
+  // before the chunk and the chunk itself, (127 + 512) + 512 written = 1,151 tokens x 2,048 x 12.
+  BatchShape c;
+  c.add_prefill_chunk(2000, 512, true);
+  CHECK(test::group(cost.breakdown(c), "attention_prefill_window").bytes ==
+        Approx(1151.0 * 2048 * 12));
+}
+
+// A model without sliding windows keeps one attention group per phase over all its layers.
+TEST_CASE("roofline: full-attention models have no window groups", "[cost][sliding]") {
+  const RooflineCost cost(deploy("llama-3.1-8b", "h100-sxm"));
+  const StepBreakdown d = cost.breakdown(decodes(2, 1000));
+  CHECK_FALSE(test::has_group(d, "attention_decode_window"));
+  // 32 layers x 2,000 tokens x (2 x 8 x 128 x 2 B = 4,096 B) = 262,144,000 B.
+  CHECK(test::group(d, "attention_decode").bytes == Approx(262144000.0));
+}
