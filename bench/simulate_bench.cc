@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       // Process CPU time (all threads) beside the wall: their ratio is the parallel speed-up.
       capsim::scenario::ScenarioSpec chat_plan;
       capsim::scenario::load_scenario_file(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml", chat_plan);
-      const capsim::plan::PriceBook prices =
-          capsim::plan::load_prices(capsim::scenario::data_dir() + "/calibration/prices.yaml");
+      const capsim::PriceBook prices =
+          capsim::load_prices(capsim::scenario::data_dir() + "/calibration/prices.yaml");
       for (const bool early : {true, false}) {
         capsim::plan::PlanSpace space;
         space.try_fp8_kv = true;

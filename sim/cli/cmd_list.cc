@@ -22,15 +22,17 @@ int print_listing(const scenario::Listing& l, const std::string& json) {
 void add_list_command(CLI::App& app, int& exit_code) {
   auto what = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("list", "list the catalogues: cards, models, engines");
-  cmd->add_option("what", *what, "cards, models or engines")->required();
+  CLI::App* cmd = app.add_subcommand("list", "list the catalogues: cards, models, engines, serving models, KV links");
+  cmd->add_option("what", *what, "cards, models, engines, serving or links")->required();
   cmd->add_option("--json", *json, "also write the list as JSON to FILE ('-' = stdout only)");
   cmd->footer("examples:\n  capsim list cards\n  capsim list models --json models.json");
   cmd->callback([what, json, &exit_code] {
     if (*what == "cards") exit_code = print_listing(scenario::list_cards(), *json);
     else if (*what == "models") exit_code = print_listing(scenario::list_models(), *json);
     else if (*what == "engines") exit_code = print_listing(scenario::list_engines(), *json);
-    else throw Error(unknown_name_message("list", *what, {"cards", "models", "engines"}));
+    else if (*what == "serving") exit_code = print_listing(scenario::list_serving(), *json);
+    else if (*what == "links") exit_code = print_listing(scenario::list_kv_links(), *json);
+    else throw Error(unknown_name_message("list", *what, {"cards", "models", "engines", "serving", "links"}));
   });
 }
 

@@ -21,6 +21,7 @@
 #include "sim/plan/prices.h"
 #include "sim/plan/planner.h"
 #include "sim/plan/search.h"
+#include "sim/scenario/pd_plan_answer.h"
 #include "sim/scenario/plan_answer.h"
 #include "sim/report/html.h"
 #include "sim/report/plot.h"
@@ -38,6 +39,8 @@ struct PlanOptions {
   std::string json;
   std::string report;
   bool quiet = false;
+  bool pd_search = false;
+  std::optional<int> pd_total;
 };
 
 using plan::Candidate;
@@ -53,7 +56,23 @@ void progress_bar(ProgressLine& line, std::size_t done, std::size_t total, const
   if (done == total) line.finish(text); else line.update(text);
 }
 
+// plan --pd-search: the prefill:decode ratio of a disaggregated deployment.
+int run_pd_plan(PlanOptions& o) {
+  scenario::PdPlanRequest req;
+  req.base = o.flags.resolve(o.scenario);
+  req.total_cards = o.pd_total;
+  req.max_cards = o.req.max_cards;
+  req.min_goodput = o.req.min_goodput;
+  req.price_overrides = o.req.price_overrides;
+  req.prices_file = o.req.prices_file;
+  const scenario::PdPlanAnswer a = scenario::answer_pd_plan(req);
+  if (o.json != "-") std::cout << a.text;
+  if (!o.json.empty()) write_json(o.json, a.json);
+  return a.best >= 0 ? 0 : 1;
+}
+
 int run_plan(PlanOptions& o) {
+  if (o.pd_search) return run_pd_plan(o);
   scenario::PlanRequest req = o.req;
   req.base = o.flags.resolve(o.scenario);
   req.kv_given = o.kv_option != nullptr && o.kv_option->count() > 0;
@@ -165,6 +184,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
       "  capsim plan --model llama-3.1-8b --users 200 --think-time exponential:15s --duration 10min \\\n"
       "      --slo 'ttft_p95<=1s' --slo 'tpot_p95<=50ms' --cards rtx-4090,h100-sxm,a100-80gb-sxm\n"
       "  capsim plan workloads/chatbot-500-users.yaml --weights bf16,fp8,int4 --price h100-sxm=1.99\n"
+      "  capsim plan --pd-search --model llama-3.1-70b --rate 4 --input-tokens 4000 --output-tokens 300 \\\n"
+      "      --prefill-pool '1x h100-sxm tp2' --decode-pool '1x h100-sxm tp4' --kv-link ib-ndr-400 \\\n"
+      "      --slo 'ttft_p95<=2s' --slo 'tpot_p95<=40ms'\n"
       "  capsim plan workloads/chatbot-500-users.yaml --load-profile 50,30,20,20,20,30,80,150,300,450,500,500,480,500,500,450,400,350,300,250,200,150,100,70\n"
       "exit status: 0 options found, 1 none meets the SLOs, 2 bad input");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
@@ -190,6 +212,11 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "batch means: N times the verification time, robust when one run's output is correlated")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--quiet,-q", o->quiet, "no progress bar on stderr");
+  cmd->add_flag("--pd-search", o->pd_search,
+                "disaggregated serving: search the prefill:decode replica ratio of --prefill-pool and --decode-pool "
+                "(their cards and TP; counts are searched) over --kv-link, cheapest split meeting the SLOs, "
+                "against aggregated serving on the same cards");
+  cmd->add_option("--pd-total", o->pd_total, "with --pd-search: only the splits of this many GPUs")->check(CLI::Range(2, 100000));
   cmd->callback([o, &exit_code] { exit_code = run_plan(*o); });
 }
 

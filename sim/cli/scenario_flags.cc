@@ -1,5 +1,8 @@
 #include "sim/cli/scenario_flags.h"
 
+#include "sim/core/error.h"
+#include "sim/scenario/compare_answer.h"
+
 namespace capsim::cli {
 
 void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
@@ -33,6 +36,16 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
            "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
+  }
+  {  // also for plan: plan --pd-search takes the pools' cards and TP from them
+    bind(&ScenarioSpec::serving, "--serving", "serving model: aggregated (default) or pd-disaggregated (capsim list serving)");
+    prefill_option_ = cmd.add_option("--prefill-pool", prefill_pool_,
+                                     "disaggregated serving: the prefill pool, 'N x CARD [tpK] [PRECISION]' (e.g. '2x h100-sxm'); "
+                                     "replaces --card/--tp/--replicas/--weights");
+    decode_option_ = cmd.add_option("--decode-pool", decode_pool_,
+                                    "disaggregated serving: the decode pool, 'N x CARD [tpK] [PRECISION]' (e.g. '1x h100-sxm tp2')");
+    bind(&ScenarioSpec::kv_link, "--kv-link", "disaggregated serving: the link the KV crosses between the pools "
+         "(calibration/links.yaml: nvlink-h100, ib-ndr-400, roce-400, pcie-gen5-x16, ...)");
   }
   bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
   bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
@@ -76,6 +89,25 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
     const auto given = [](const CLI::Option* o) { return o && o->count() > 0; };
     scenario::follow_card_defaults(s, from_file, {given(weights_option_), given(kv_option_),
                                                   given(max_seqs_option_), given(max_tokens_option_)});
+  }
+  // A pool given on the command line makes the run disaggregated (names: scenario.h).
+  const auto one_group = [](const std::string& text, const std::string& flag) {
+    const auto groups = scenario::parse_deployment_groups(text, flag);
+    if (groups.size() != 1) throw Error(flag + ": '" + text + "': one card type per pool, e.g. '2x h100-sxm tp1'");
+    return groups.front();
+  };
+  if (prefill_option_ && prefill_option_->count() > 0) {
+    const scenario::GroupSpec g = one_group(prefill_pool_, "--prefill-pool");
+    s.deployment.card = g.card;
+    s.deployment.tp = g.tp;
+    s.deployment.weights = g.weights;
+    s.replicas = g.replicas;
+    s.serving = "pd-disaggregated";
+  }
+  if (decode_option_ && decode_option_->count() > 0) {
+    const scenario::GroupSpec g = one_group(decode_pool_, "--decode-pool");
+    s.decode_pool = ScenarioSpec::ExtraGroup{g.card, g.tp, g.replicas, g.weights};
+    s.serving = "pd-disaggregated";
   }
   if (slo_option_ && slo_option_->count() > 0) {
     s.slos.clear();

@@ -29,6 +29,10 @@ class ScenarioFlags {
   CLI::Option* kv_option_ = nullptr;
   CLI::Option* max_seqs_option_ = nullptr;
   CLI::Option* max_tokens_option_ = nullptr;
+  // Disaggregated serving: the pools as 'N x CARD [tpK] [PRECISION]' (one group each).
+  std::string prefill_pool_, decode_pool_;
+  CLI::Option* prefill_option_ = nullptr;
+  CLI::Option* decode_option_ = nullptr;
 };
 
 }  // namespace capsim::cli

@@ -13,6 +13,7 @@
 #include <utility>
 #include <unordered_set>
 
+#include "sim/cluster/disaggregation.h"
 #include "sim/cluster/live_simulation.h"
 #include "sim/cluster/router.h"
 #include "sim/core/error.h"
@@ -60,13 +61,34 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   Cluster(const SimulationConfig& cfg, Workload& w) : cfg_(cfg), workload_(w), metrics_(cfg.warmup) {
     router_ = make_router(cfg.router);
     double replicas = 0, cards = 0;
-    for (const ReplicaGroup& g : cfg.groups) {
-      replicas += g.replicas;
-      cards += static_cast<double>(g.replicas) * g.deployment.tp;
+    std::vector<const ReplicaGroup*> all_groups;
+    for (const ReplicaGroup& g : cfg.groups) all_groups.push_back(&g);
+    if (cfg.decode_pool) {
+      for (const ReplicaGroup& g : cfg.decode_pool->groups) all_groups.push_back(&g);
+    }
+    for (const ReplicaGroup* g : all_groups) {
+      replicas += g->replicas;
+      cards += static_cast<double>(g->replicas) * g->deployment.tp;
     }
     check_run_limit(RunLimit::kReplicas, replicas, "the cluster");
     check_run_limit(RunLimit::kCards, cards, "the cluster");
-    for (const ReplicaGroup& g : cfg.groups) {
+    build_pool(0, cfg.groups);
+    if (cfg.decode_pool) {
+      if (cfg.groups.empty() || cfg.decode_pool->groups.empty()) {
+        throw Error("disaggregation: the prefill and the decode pool need at least one replica each");
+      }
+      decode_router_ = make_router(cfg.router);
+      offset_[1] = static_cast<std::uint32_t>(replicas_.size());
+      build_pool(1, cfg.decode_pool->groups);
+      decode_max_len_ = *std::min_element(max_len_.begin() + offset_[1], max_len_.end());
+    }
+    if (replicas_.empty()) throw Error("--replicas: the cluster has no replicas");
+    kick_.assign(replicas_.size(), 0);
+  }
+
+  // Builds pool `p`'s replicas (0: the only pool, or the prefill pool; 1: the decode pool).
+  void build_pool(int p, const std::vector<ReplicaGroup>& groups) {
+    for (const ReplicaGroup& g : groups) {
       if (g.replicas < 1) throw Error("--replicas: must be >= 1");
       deployments_.push_back(std::make_unique<Deployment>(g.deployment));
       const Deployment& d = *deployments_.back();
@@ -76,7 +98,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       // The hybrid (sliding-window) layout is vLLM V1's; the other schedulers admit whole
       // prompts, beyond the prefill-chunk bound the layout's capacity assumes, so they count
       // sliding-window layers as full attention.
-      MemoryPlan plan = plan_memory(d, 1, cfg.policy == "vllm-v1");
+      MemoryPlan plan = plan_memory(d, 1, cfg_.policy == "vllm-v1");
       if (!plan.fits) {
         throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
                     std::to_string(d.tp) + ": " + plan.reason + " (see `capsim fit`)");
@@ -85,14 +107,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       const std::int64_t max_len = plan.max_model_len;
       for (int i = 0; i < g.replicas; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
-        replicas_.push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
-                                                      make_policy(cfg.policy), plan.layout));
+        pools_[p].push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
+                                                      make_policy(cfg_.policy), plan.layout));
+        replicas_.push_back(pools_[p].back().get());
         max_len_.push_back(max_len);
         plans_.push_back(plan);
       }
     }
-    if (replicas_.empty()) throw Error("--replicas: the cluster has no replicas");
-    kick_.assign(replicas_.size(), 0);
   }
 
   void arrive(Request r) override {
@@ -116,6 +137,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   }
 
   void on_finish(const Sequence& s, SimTime now) override {
+    if (cfg_.decode_pool && current_replica_ < offset_[1]) {
+      hand_off(s, now);
+      return;
+    }
     if (live_) {
       live_finish(s, now);
       return;
@@ -167,7 +192,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
 
   // From now on tokens, completions and rejections go to `out` (as client events) instead of
   // the batch metrics, and the request-count backstop no longer applies (a live run is open-ended).
-  void go_live(std::vector<LiveEvent>* out) { live_ = out; }
+  void go_live(std::vector<LiveEvent>* out) {
+    if (cfg_.decode_pool) throw Error("serving pd-disaggregated: not available in live mode (capsim emulate)");
+    live_ = out;
+  }
   SimTime live_now() const { return live_now_; }
   std::optional<SimTime> next_event_time() const {
     if (queue_.empty()) return std::nullopt;
@@ -207,7 +235,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     return true;
   }
-  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  const std::vector<std::unique_ptr<Replica>>& replicas() const { return pools_[0]; }
   std::int64_t max_model_len() const { return *std::min_element(max_len_.begin(), max_len_.end()); }
   std::int64_t in_flight() const { return in_flight_; }
 
@@ -281,8 +309,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       check_run_limit(RunLimit::kRequests, static_cast<double>(arrived_), "the workload");
     }
     workload_.on_arrival(r, *this);
-    const std::uint32_t target = router_->route(r, replicas_);
-    if (r.prompt_tokens + r.output_tokens > max_len_[target]) {
+    const std::uint32_t target = router_->route(r, pools_[0]);
+    // Disaggregated: the prefill computes the prompt and one token; the decode pool must hold
+    // the whole sequence (a proxy finds out when the decode instance refuses it).
+    const bool too_long = cfg_.decode_pool
+                              ? r.prompt_tokens + 1 > max_len_[target] || r.prompt_tokens + r.output_tokens > decode_max_len_
+                              : r.prompt_tokens + r.output_tokens > max_len_[target];
+    if (too_long) {
       // vLLM rejects a request longer than max_model_len before it is queued.
       if (live_ && live_ids_.erase(r.id)) {
         live_->push_back({LiveEvent::kRejected, r.id, now, 0, target});
@@ -298,6 +331,11 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
+    if (cfg_.decode_pool) {
+      // The proxy asks the prefill pool for one token (max_tokens 1); the rest is the decode's.
+      decode_output_[r.id] = r.output_tokens;
+      r.output_tokens = 1;
+    }
     const EngineProfile& e = replicas_[target]->deployment().engine;
     const SimTime frontend = from_seconds(e.frontend_s + e.frontend_per_prompt_token_s *
                                                              static_cast<double>(r.prompt_tokens));
@@ -307,6 +345,33 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       return;
     }
     deliver(target, std::move(r), now);
+  }
+
+  // A prefill replica finished request `s` (its one token reached the proxy at `now`): the proxy
+  // sends the original request to a decode replica, which pulls the prompt's KV over the link
+  // and recomputes the last prompt token to sample the first output token (disaggregation.h).
+  // The request reaches the decode engine after its front end and the transfer.
+  void hand_off(const Sequence& s, SimTime now) {
+    Request d = s.req;
+    const auto out = decode_output_.find(d.id);
+    CAPSIM_INVARIANT(out != decode_output_.end(), "a prefilled request has no decode half");
+    d.output_tokens = out->second;
+    decode_output_.erase(out);
+    d.external_computed = std::max<std::int64_t>(0, d.prompt_tokens - 1);
+    const std::uint32_t target = offset_[1] + decode_router_->route(d, pools_[1]);
+    const Deployment& from = replicas_[current_replica_]->deployment();
+    const Deployment& to = replicas_[target]->deployment();
+    const double bytes = kv_transfer_bytes(from, d.prompt_tokens);
+    const double transfer = kv_transfer_seconds(cfg_.decode_pool->link, bytes, from.tp, to.tp);
+    const EngineProfile& e = to.engine;
+    const double frontend = e.frontend_s + e.frontend_per_prompt_token_s * static_cast<double>(d.prompt_tokens);
+    const SimTime at = now + from_seconds(frontend) + from_seconds(transfer);
+    if (metrics_.counted(d)) {
+      kv_transfer_.add(transfer);
+      kv_bytes_ += bytes;
+      handoff_.add(to_seconds(at - d.arrival));
+    }
+    queue_.push(at, kEngineArrival, target, hold(std::move(d)));
   }
 
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
@@ -477,6 +542,15 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     if (async_steps > 0) res.scheduling_lag_s = async_busy / static_cast<double>(async_steps);
     res.timeline = cluster_timeline(res.replicas, res.simulated_s);
+    if (cfg_.decode_pool) {
+      PdSummary pd;
+      pd.prefill_replicas = offset_[1];
+      pd.link = cfg_.decode_pool->link.name;
+      pd.mean_kv_bytes = kv_transfer_.size() ? kv_bytes_ / static_cast<double>(kv_transfer_.size()) : 0;
+      pd.kv_transfer = summarize(kv_transfer_);
+      pd.handoff = summarize(handoff_);
+      res.pd = pd;
+    }
     res.steady = analyze_steady_state(res.records);
     res.stopped_early = stopped_;
     res.stopped_slo = stopped_slo_;
@@ -488,7 +562,16 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   MetricsCollector metrics_;
   std::unique_ptr<Router> router_;
   std::vector<std::unique_ptr<Deployment>> deployments_;
-  std::vector<std::unique_ptr<Replica>> replicas_;
+  // Owners of the replicas by pool (1: the decode pool, empty unless disaggregated); replicas_
+  // indexes them all, the prefill (or only) pool first.
+  std::vector<std::unique_ptr<Replica>> pools_[2];
+  std::vector<Replica*> replicas_;
+  std::uint32_t offset_[2] = {0, 0};
+  std::unique_ptr<Router> decode_router_;
+  std::int64_t decode_max_len_ = 0;
+  std::unordered_map<std::uint64_t, std::int64_t> decode_output_;  // id -> output tokens, while prefilling
+  Samples kv_transfer_, handoff_;
+  double kv_bytes_ = 0;
   std::vector<std::int64_t> max_len_;
   std::vector<MemoryPlan> plans_;
   std::vector<char> kick_;

@@ -12,6 +12,7 @@
 
 #include "sim/core/cancel.h"
 #include "sim/engine/replica.h"
+#include "sim/hardware/kv_link.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
 #include "sim/metrics/metrics.h"
@@ -41,8 +42,16 @@ struct EarlyStop {
   double bound_s = 0;
 };
 
+// Prefill/decode disaggregation (cluster/disaggregation.h): the decode pool and the link its KV
+// arrives over. SimulationConfig::groups are then the prefill pool.
+struct DecodePool {
+  std::vector<ReplicaGroup> groups;
+  KvLink link;
+};
+
 struct SimulationConfig {
   std::vector<ReplicaGroup> groups;
+  std::optional<DecodePool> decode_pool;
   std::string router = "least-outstanding";
   std::string policy = "vllm-v1";
   SimTime warmup = 0;
@@ -79,6 +88,15 @@ struct ClusterSample {
   double waiting = 0;
 };
 
+// A disaggregated run's handoffs (counted requests): the KV each moved and how long the move took.
+struct PdSummary {
+  std::size_t prefill_replicas = 0;  // the first prefill_replicas of `replicas` are the prefill pool
+  std::string link;
+  Percentiles kv_transfer;           // seconds: link latency + bytes / bandwidth
+  double mean_kv_bytes = 0;          // bytes per request
+  Percentiles handoff;               // seconds from the client's request to the decode engine's arrival
+};
+
 struct SimulationResult {
   std::vector<RequestRecord> records;
   Percentiles ttft, tpot, itl, e2el, queue;
@@ -109,6 +127,9 @@ struct SimulationResult {
   // completed until then.
   std::string stopped_early;
   std::string stopped_slo;  // "ttft_p95", or empty
+};
+
+  std::optional<PdSummary> pd;  // serving: pd-disaggregated only
 };
 
 // REQUIRES: every deployment validated. Throws capsim::Error when a deployment does not fit.

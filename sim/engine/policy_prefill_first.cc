@@ -15,7 +15,7 @@ void PrefillFirstPolicy::schedule(Replica& r, StepPlan& plan) {
     if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     const std::int64_t hits = r.lookup_hits(s);
-    const std::int64_t want = s.tokens() - hits * lim.block_size;
+    const std::int64_t want = s.tokens() - r.ready_tokens(s, hits);
     // A prompt longer than the whole budget still runs, alone, as V0 allowed up to max_model_len.
     if (want > budget && !plan.items.empty()) break;
     if (!r.admit(slot, hits, want)) break;

@@ -40,7 +40,7 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
     if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     const std::int64_t hits = r.lookup_hits(s);
-    const std::int64_t want = s.tokens() - hits * lim.block_size;
+    const std::int64_t want = s.tokens() - r.ready_tokens(s, hits);
     // Without chunked prefill a prompt runs whole. One longer than the remaining budget waits,
     // unless no other prefill is in this step: then it runs alone past the budget (an engine
     // that cannot chunk must still serve every prompt it accepted).

@@ -220,9 +220,16 @@ std::int64_t Replica::lookup_hits(Sequence& s) {
   return kv_.lookup(s.hashes.data(), max_blocks);
 }
 
+std::int64_t Replica::ready_tokens(const Sequence& s, std::int64_t hit_blocks) const {
+  const std::int64_t hits = hit_blocks * block_size_;
+  // KV from another instance arrives once: a preempted request recomputes what it lost.
+  const std::int64_t external = s.preemptions == 0 ? s.req.external_computed : 0;
+  return std::max(hits, external);
+}
+
 bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chunk) {
   Sequence& s = seq(slot);
-  const std::int64_t cached = hit_blocks * block_size_;
+  const std::int64_t cached = ready_tokens(s, hit_blocks);
   const std::int64_t total_blocks = (cached + chunk + block_size_ - 1) / block_size_;
   // Hit blocks sitting in the free queue stop being free once taken.
   const std::int64_t reclaimed = kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
@@ -246,7 +253,7 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
     assert(sw_ok);
     (void)sw_ok;
   }
-  if (s.preemptions == 0 && s.first_scheduled < 0) {
+  if (s.preemptions == 0 && s.first_scheduled < 0 && s.req.external_computed == 0) {
     s.prefix_hit_tokens = cached;
     stats_.prefix_hit_tokens += cached;
     stats_.prefix_lookup_tokens += s.req.prompt_tokens;

@@ -201,6 +201,10 @@ class Replica {
   // the blocks `chunk` more tokens need, they fit; returns false and changes nothing otherwise.
   // `chunk` is chosen by the caller after lookup_hits().
   std::int64_t lookup_hits(Sequence& s);
+  // Tokens of `s` whose KV is ready at admission: its prefix-cache hits (hit_blocks x
+  // block_size), or more when the KV came from another instance (Request::external_computed, a
+  // P/D connector; blocks allocated fresh). Policies admit tokens() - ready_tokens() of work.
+  std::int64_t ready_tokens(const Sequence& s, std::int64_t hit_blocks) const;
   bool admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chunk);
   // Adds `tokens` of work for `slot` to the plan and its BatchShape.
   void plan_item(StepPlan& plan, std::int32_t slot, std::int64_t tokens);

@@ -120,4 +120,9 @@ const EngineProfile& find_engine(const std::string& name) {
   return engines().find(name);
 }
 
+const KvLinkCatalogue& kv_links() {
+  static const KvLinkCatalogue l = KvLinkCatalogue::load_file(data_dir() + "/calibration/links.yaml");
+  return l;
+}
+
 }  // namespace capsim::scenario

@@ -6,6 +6,7 @@
 
 #include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
+#include "sim/hardware/kv_link.h"
 #include "sim/llm/model_spec.h"
 
 namespace capsim::scenario {
@@ -20,6 +21,7 @@ void set_data_dir(const std::string& dir);
 const CardCatalogue& cards();
 const ModelCatalogue& models();
 const EngineCatalogue& engines();
+const KvLinkCatalogue& kv_links();  // calibration/links.yaml
 
 // The same answers as cards().find, models().find and engines().find, but a catalogue name
 // that is also its file's name (calibration/cards/NAME.yaml, models/NAME/model.yaml,

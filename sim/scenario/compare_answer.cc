@@ -15,6 +15,7 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
+#include "sim/scenario/launch_command.h"
 #include "sim/scenario/simulate_report.h"
 
 namespace capsim::scenario {
@@ -24,52 +25,6 @@ const char* const kDeploymentForm =
     "'1x h100-sxm fp8', '1x h100-sxm + 2x rtx-4090'";
 
 namespace {
-
-// "2x rtx-4090 tp2 fp8 + 1x h100-sxm" -> groups.
-std::vector<GroupSpec> parse_deployment(const std::string& text) {
-  std::vector<GroupSpec> groups;
-  std::stringstream parts(text);
-  std::string part;
-  while (std::getline(parts, part, '+')) {
-    std::stringstream words(part);
-    std::vector<std::string> w;
-    for (std::string x; words >> x;) w.push_back(x);
-    if (w.empty()) throw Error("--deployment: '" + text + "' has an empty part; " + kDeploymentForm);
-    GroupSpec g;
-    std::size_t i = 0;
-    // "4x", "4", "x" forms for the count.
-    std::string count = w[0];
-    if (!count.empty() && (count.back() == 'x' || count.back() == 'X')) count.pop_back();
-    if (!count.empty() && std::all_of(count.begin(), count.end(), ::isdigit)) {
-      const std::string where = "--deployment '" + text + "': " + w[0];
-      std::int64_t n = 0;
-      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
-      if (ec != std::errc() || end != count.data() + count.size()) {
-        throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
-      }
-      check_run_limit(RunLimit::kReplicas, static_cast<double>(n), where);
-      if (n > 100000) throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
-      g.replicas = static_cast<int>(n);
-      i = 1;
-      if (i < w.size() && (w[i] == "x" || w[i] == "X")) ++i;
-    }
-    if (g.replicas < 1) throw Error("--deployment: '" + text + "': the count must be >= 1; " + kDeploymentForm);
-    if (i >= w.size()) throw Error("--deployment: '" + text + "' names no card; " + kDeploymentForm);
-    g.card = cards().find(w[i++]).name;
-    for (; i < w.size(); ++i) {
-      if (w[i].rfind("tp", 0) == 0 && w[i].size() > 2) {
-        const std::string where = "--deployment '" + text + "': " + w[i];
-        g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
-      } else {
-        parse_precision(w[i], "--deployment '" + text + "'");
-        g.weights = w[i];
-      }
-    }
-    groups.push_back(g);
-  }
-  if (groups.empty()) throw Error("--deployment: empty; " + std::string(kDeploymentForm));
-  return groups;
-}
 
 ScenarioSpec apply_groups(ScenarioSpec s, const std::vector<GroupSpec>& groups) {
   s.deployment.card = groups[0].card;
@@ -93,13 +48,71 @@ std::string describe(const std::vector<GroupSpec>& groups) {
   return out;
 }
 
+// The commands that start a deployment as simulated: one per group (card type), in order.
+std::vector<LaunchCommand> launch_of(const ScenarioSpec& base, const std::vector<GroupSpec>& groups) {
+  std::vector<LaunchCommand> out;
+  for (const LaunchTarget& t : launch_targets(apply_groups(base, groups))) {
+    for (LaunchCommand& c : launch_commands(t)) out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const std::string& flag) {
+  std::vector<GroupSpec> groups;
+  std::stringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, '+')) {
+    std::stringstream words(part);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    if (w.empty()) throw Error(flag + ": '" + text + "' has an empty part; " + kDeploymentForm);
+    GroupSpec g;
+    std::size_t i = 0;
+    // "4x", "4", "x" forms for the count.
+    std::string count = w[0];
+    if (!count.empty() && (count.back() == 'x' || count.back() == 'X')) count.pop_back();
+    if (!count.empty() && std::all_of(count.begin(), count.end(), ::isdigit)) {
+      const std::string where = flag + " '" + text + "': " + w[0];
+      std::int64_t n = 0;
+      const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+      if (ec != std::errc() || end != count.data() + count.size()) {
+        throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      }
+      check_run_limit(RunLimit::kReplicas, static_cast<double>(n), where);
+      if (n > 100000) throw Error(where + ": the count is out of range; accepted: 1..100000 replicas");
+      g.replicas = static_cast<int>(n);
+      i = 1;
+      if (i < w.size() && (w[i] == "x" || w[i] == "X")) ++i;
+    }
+    if (g.replicas < 1) throw Error(flag + ": '" + text + "': the count must be >= 1; " + kDeploymentForm);
+    if (i >= w.size()) throw Error(flag + ": '" + text + "' names no card; " + kDeploymentForm);
+    g.card = cards().find(w[i++]).name;
+    for (; i < w.size(); ++i) {
+      if (w[i].rfind("tp", 0) == 0 && w[i].size() > 2) {
+        const std::string where = flag + " '" + text + "': " + w[i];
+        g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
+      } else {
+        parse_precision(w[i], flag + " '" + text + "'");
+        g.weights = w[i];
+      }
+    }
+    groups.push_back(g);
+  }
+  if (groups.empty()) throw Error(flag + ": empty; " + std::string(kDeploymentForm));
+  return groups;
+}
 
 CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(std::size_t, std::size_t)>& progress) {
   CompareAnswer answer;
   answer.base = o.base;
   const ScenarioSpec& base = answer.base;
   validate_names(base);  // unknown names: exit 2 before anything runs
+  if (base.serving != "aggregated") {
+    throw Error("--serving: compare runs aggregated deployments; for " + base.serving +
+                " use `capsim simulate` or `capsim plan --pd-search`");
+  }
   if (o.before_search) o.before_search();
   const PriceBook prices = load_prices_with_overrides(
       o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),
@@ -107,7 +120,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   std::vector<CompareRow>& rows = answer.rows;
   for (const auto& d : o.deployments) {
     CompareRow r;
-    r.groups = parse_deployment(d);
+    r.groups = parse_deployment_groups(d);
     rows.push_back(r);
   }
   if (!o.search_mix.empty()) {
@@ -233,6 +246,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       x["binding_resource"] = plan::binding_resource(s);
       x["decision"] = plan::decision_name(r.eval.verdict.decision);
       x["steady_state"] = steady_state_json(s.steady);
+      x["launch"] = launch_json(launch_of(base, r.groups));
     }
     out.push_back(x);
   }
@@ -273,6 +287,17 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
     } else {
       text << "\n  verdict: no deployment meets every SLO\n";
+    }
+    // The config to launch (docs/deployment-options.md#the-config-to-launch): every deployment
+    // that ran, or only the verdict's among a searched mix's many.
+    const bool all = o.search_mix.empty();
+    if (all || best >= 0) {
+      text << "\n  to launch " << (all ? "each deployment" : "the verdict") << " as simulated:\n";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        const CompareRow& r = rows[i];
+        if (!r.error.empty() || (!all && static_cast<int>(i) != best)) continue;
+        text << "    " << r.name << ":\n" << launch_text(launch_of(base, r.groups), "      ");
+      }
     }
   }
   answer.text = text.str();

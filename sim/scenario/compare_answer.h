@@ -27,6 +27,8 @@ struct GroupSpec {
 
 // The accepted deployment forms, for messages and --help.
 extern const char* const kDeploymentForm;
+// "2x rtx-4090 tp2 fp8 + 1x h100-sxm" -> groups. Throws capsim::Error naming `flag`.
+std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const std::string& flag = "--deployment");
 
 struct CompareRequest {
   ScenarioSpec base;

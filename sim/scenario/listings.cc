@@ -1,6 +1,8 @@
 #include "sim/scenario/listings.h"
 
+#include "sim/cluster/disaggregation.h"
 #include "sim/scenario/catalogues.h"
+#include "sim/core/units.h"
 
 namespace capsim::scenario {
 
@@ -57,6 +59,30 @@ Listing list_engines() {
     t.row({e.name, e.display_name, fmt("%.2f ms", e.step_overhead_s * 1e3), std::to_string(e.block_size)});
     j.push_back({{"name", e.name}, {"display_name", e.display_name},
                  {"step_overhead_s", e.step_overhead_s}, {"block_size", e.block_size}});
+  }
+  return out;
+}
+
+Listing list_serving() {
+  Listing out;
+  out.json = nlohmann::json::array();
+  out.table = TextTable({"serving", "description"});
+  for (const ServingModelInfo& s : serving_models()) {
+    out.table.row({s.name, s.description});
+    out.json.push_back({{"name", s.name}, {"description", s.description}});
+  }
+  return out;
+}
+
+Listing list_kv_links() {
+  Listing out;
+  out.json = nlohmann::json::array();
+  out.table = TextTable({"link", "GB/s per GPU", "latency", "description"});
+  for (const KvLink& l : kv_links().links()) {
+    out.table.row({l.name, fmt("%.1f", l.bandwidth_bytes_per_s / 1e9), units::format_time(l.latency_s), l.description});
+    out.json.push_back({{"name", l.name}, {"description", l.description},
+                        {"bandwidth_bytes_per_s", l.bandwidth_bytes_per_s}, {"latency_s", l.latency_s},
+                        {"bandwidth_source", l.bandwidth_source}, {"latency_source", l.latency_source}});
   }
   return out;
 }

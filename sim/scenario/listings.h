@@ -16,5 +16,7 @@ struct Listing {
 Listing list_cards();
 Listing list_models();
 Listing list_engines();
+Listing list_serving();   // serving models (cluster/disaggregation.h)
+Listing list_kv_links();  // calibration/links.yaml
 
 }  // namespace capsim::scenario

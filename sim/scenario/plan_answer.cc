@@ -15,6 +15,7 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
+#include "sim/scenario/launch_command.h"
 #include "sim/scenario/simulate_report.h"
 
 namespace capsim::scenario {
@@ -60,6 +61,13 @@ nlohmann::json evaluation_json(const plan::Evaluation& e) {
           {"steady_state", steady_state_json(r.steady)}};
 }
 
+// The commands that start the option as simulated: its replicas behind the router that won.
+std::vector<LaunchCommand> launch_of(const ScenarioSpec& base, const Candidate& c) {
+  ScenarioSpec s = plan::spec_of(base, c);
+  s.replicas = c.search.best.replicas;
+  return launch_commands(launch_targets(s).front());
+}
+
 }  // namespace
 
 PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress) {
@@ -72,6 +80,10 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   }
   if (!base.extra_groups.empty()) {
     throw Error("deployment: plan searches one card type at a time; use `capsim compare` for mixed fleets");
+  }
+  if (base.serving != "aggregated") {
+    throw Error("--serving: plan searches aggregated deployments; add --pd-search to search the prefill:decode ratio of " +
+                base.serving + " serving");
   }
   // Bad input is refused before any simulation.
   std::vector<double>& profile = a.profile;
@@ -191,6 +203,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
           *buy, prices.usd_per_hour(card), card.tdp_watts, prices.electricity_usd_per_kwh(), busy_share);
     }
     if (c.search.below) x["with_one_replica_fewer"] = evaluation_json(*c.search.below);
+    x["launch"] = launch_json(launch_of(base, c));
     options.push_back(x);
   }
   j["options"] = options;
@@ -283,6 +296,11 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
             "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
             "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
             "and what limits it.\n";
+    if (!ok.empty()) {
+      const Candidate& best = cands[ok.front()];
+      text << "\n  to launch #1 (" << label(best) << ") as simulated (docs/deployment-options.md#the-config-to-launch):\n"
+           << launch_text(launch_of(base, best), "    ");
+    }
     if (!rejected.empty()) {
       text << "\n  rejected:\n";
       for (const Candidate& c : cands) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "sim/cluster/disaggregation.h"
 #include "sim/cluster/router.h"
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
@@ -157,7 +158,8 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) throw Error(label + ": expected a mapping of scenario fields");
   std::vector<std::string> keys = {"name", "description", "model", "deployment", "engine", "router",
-                                   "workload", "slo", "seed", "references", "notes"};
+                                   "workload", "slo", "seed", "references", "notes", "serving",
+                                   "disaggregation"};
   for (const auto& k : own_keys) {
     if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
   }
@@ -198,6 +200,40 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     } else {
       read_group(d, p + "deployment", true);
     }
+  }
+  if (root["serving"]) {
+    s.serving = find_serving_model(scalar(root["serving"], p + "serving"), p + "serving").name;
+  }
+  if (const auto dg = root["disaggregation"]) {
+    // Names as Dynamo and llm-d use them: prefill and decode workers, each pool its own card,
+    // TP and replicas; the KV moves over `kv_link`.
+    const std::string w = p + "disaggregation";
+    check_keys(dg, w, {"prefill", "decode", "kv_link"});
+    for (const char* k : {"prefill", "decode", "kv_link"}) {
+      if (!dg[k]) throw Error(w + "." + k + ": missing (required); e.g. disaggregation: {prefill: {card: h100-sxm, tp: 1, "
+                              "replicas: 2}, decode: {card: h100-sxm, tp: 2, replicas: 1}, kv_link: ib-ndr-400}");
+    }
+    const auto pool = [&](const YAML::Node& g, const std::string& pw) {
+      check_keys(g, pw, {"card", "tp", "replicas", "weights"});
+      if (!g["card"]) throw Error(pw + ".card: missing (required)");
+      ScenarioSpec::ExtraGroup e;
+      e.card = scalar(g["card"], pw + ".card");
+      if (g["tp"]) e.tp = whole(g["tp"], pw + ".tp", 1, 64);
+      if (g["replicas"]) e.replicas = whole(g["replicas"], pw + ".replicas", 1, 100000);
+      if (g["weights"]) e.weights = scalar(g["weights"], pw + ".weights");
+      return e;
+    };
+    const ScenarioSpec::ExtraGroup pre = pool(dg["prefill"], w + ".prefill");
+    s.deployment.card = pre.card;
+    s.deployment.tp = pre.tp;
+    s.deployment.weights = pre.weights;
+    s.replicas = pre.replicas;
+    s.decode_pool = pool(dg["decode"], w + ".decode");
+    s.kv_link = scalar(dg["kv_link"], w + ".kv_link");
+    if (!root["serving"]) s.serving = "pd-disaggregated";
+  }
+  if (s.serving == "pd-disaggregated" && !s.decode_pool) {
+    throw Error(p + "serving: pd-disaggregated needs a disaggregation: {prefill, decode, kv_link} section");
   }
   if (const auto e = root["engine"]) {
     const std::string w = p + "engine";
@@ -348,6 +384,10 @@ void validate_names(const ScenarioSpec& s) {
   });
   for (const auto& g : s.extra_groups) named("deployment.card", [&] { find_card(g.card); });
   named("--router", [&] { make_router(s.router); });
+  if (s.serving == "pd-disaggregated") {
+    named("--kv-link", [&] { kv_links().find(s.kv_link); });
+    if (s.decode_pool) named("--decode-pool", [&] { cards().find(s.decode_pool->card); });
+  }
   named("--scheduler", [&] { make_policy(s.policy); });
 }
 
@@ -371,12 +411,11 @@ void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, cons
   }
 }
 
-BuiltScenario build_scenario(const ScenarioSpec& s) {
-  BuiltScenario b;
-  SimulationConfig& c = b.config;
+std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
+  std::vector<ReplicaGroup> groups;
   Deployment main = s.deployment.resolve();
   if (s.prefix_caching) main.limits.enable_prefix_caching = *s.prefix_caching;
-  c.groups.push_back({main, s.replicas});
+  groups.push_back({main, s.replicas});
   for (const auto& e : s.extra_groups) {
     DeploymentSpec f = s.deployment;
     f.card = e.card;
@@ -388,8 +427,59 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     // async_scheduling is the engine's and stays as the main group's.
     Deployment d = f.resolve();
     if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
-    c.groups.push_back({d, e.replicas});
+    groups.push_back({d, e.replicas});
   }
+  return groups;
+}
+
+DecodePool resolve_decode_pool(const ScenarioSpec& s) {
+  find_serving_model(s.serving, "serving");
+  if (!s.decode_pool) throw Error("--decode-pool: serving pd-disaggregated needs a decode pool, e.g. --decode-pool '1x h100-sxm tp2'");
+  if (!s.extra_groups.empty()) {
+    throw Error("deployment: a disaggregated deployment has one card type per pool; mixed groups are for aggregated serving");
+  }
+  if (s.policy == "static") {
+    throw Error("--scheduler: static batching cannot join a decode pool's batch; pd-disaggregated accepts vllm-v1, prefill-first");
+  }
+  if (s.kv_link.empty()) {
+    std::string names;
+    for (const std::string& n : kv_links().names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("--kv-link: serving pd-disaggregated needs the link between the pools; accepted: " + names);
+  }
+  DecodePool pool;
+  try {
+    pool.link = kv_links().find(s.kv_link);
+  } catch (const Error& e) {
+    throw Error(std::string("--kv-link: ") + e.what());
+  }
+  // The decode pool runs the same model, engine, KV-cache precision and limits as the prefill
+  // pool (the connector moves KV blocks as they are); its card, TP and weights are its own.
+  DeploymentSpec f = s.deployment;
+  f.card = s.decode_pool->card;
+  f.tp = s.decode_pool->tp;
+  f.weights = s.decode_pool->weights;
+  if (f.card != s.deployment.card) {
+    f.max_num_seqs.reset();  // that card's vLLM defaults unless set
+    f.max_num_batched_tokens.reset();
+  }
+  Deployment d = f.resolve();
+  if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
+  const Deployment pre = s.deployment.resolve();
+  if (d.kv_cache != pre.kv_cache) {
+    throw Error("--decode-pool: the decode pool's KV cache (" + std::string(precision_name(d.kv_cache)) +
+                ") differs from the prefill pool's (" + std::string(precision_name(pre.kv_cache)) +
+                "); give --kv-cache so both pools hold the same precision");
+  }
+  pool.groups.push_back({d, s.decode_pool->replicas});
+  return pool;
+}
+
+BuiltScenario build_scenario(const ScenarioSpec& s) {
+  BuiltScenario b;
+  SimulationConfig& c = b.config;
+  find_serving_model(s.serving, s.where("--serving"));
+  c.groups = resolve_groups(s);
+  if (s.serving == "pd-disaggregated") c.decode_pool = resolve_decode_pool(s);
   c.router = s.router;
   c.policy = s.policy;
   c.cancel = s.cancel;
@@ -453,6 +543,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     cl.lengths = lengths;
     cl.prefix = prefix;
     // A session restarts when its next turn would exceed what the server accepts.
+    const Deployment& main = c.groups.front().deployment;
     cl.max_context = main.limits.max_model_len > 0 ? main.limits.max_model_len : main.model.max_context;
     cl.requests = s.requests;
     cl.seed = s.seed;

@@ -36,6 +36,13 @@ struct ScenarioSpec {
   int replicas = 1;
   struct ExtraGroup { std::string card; int tp = 1; int replicas = 1; std::string weights = "auto"; };
   std::vector<ExtraGroup> extra_groups;  // mixed card types behind the same router
+  // Serving model (cluster/disaggregation.h, `capsim list serving`): "aggregated", or
+  // "pd-disaggregated", where the main deployment (card, tp, replicas, weights) is the prefill
+  // pool, `decode_pool` the decode pool, and `kv_link` (calibration/links.yaml) the link the
+  // prompt's KV crosses between them.
+  std::string serving = "aggregated";
+  std::optional<ExtraGroup> decode_pool;
+  std::string kv_link;
   std::string router = "least-outstanding";
   std::string policy = "vllm-v1";
   std::optional<bool> prefix_caching;
@@ -104,6 +111,15 @@ void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, cons
 // accepted names. Commands that search (plan, compare, capacity) call it before simulating, so an
 // unknown name is bad input and never "no candidate fits".
 void validate_names(const ScenarioSpec& spec);
+
+// The deployment groups the spec describes, resolved as the simulation runs them: the main one
+// (replicas x card at TP), then each extra group (kv cache and batch limits at that card's
+// defaults; the engine's async scheduling as the main group's). Throws capsim::Error.
+std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& spec);
+
+// The decode pool of a pd-disaggregated spec, resolved (its card's limits, the prefill pool's
+// model, engine and KV-cache precision) with its link. Throws capsim::Error for bad input.
+DecodePool resolve_decode_pool(const ScenarioSpec& spec);
 
 struct BuiltScenario {
   SimulationConfig config;

@@ -36,7 +36,13 @@ Totals totals(const BuiltScenario& b, const SimulationResult& r) {
   Totals t;
   std::size_t i = 0;
   double flops_capacity = 0, bytes_capacity = 0, flops = 0, bytes = 0;
-  for (const ReplicaGroup& g : b.config.groups) {
+  std::vector<const ReplicaGroup*> groups;  // replicas in order: the prefill (or only) pool, then decode
+  for (const ReplicaGroup& g : b.config.groups) groups.push_back(&g);
+  if (b.config.decode_pool) {
+    for (const ReplicaGroup& g : b.config.decode_pool->groups) groups.push_back(&g);
+  }
+  for (const ReplicaGroup* gp : groups) {
+    const ReplicaGroup& g = *gp;
     const Deployment& d = g.deployment;
     const double peak = d.card.peak(d.compute_precision());
     for (int k = 0; k < g.replicas; ++k, ++i) {
@@ -183,6 +189,21 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                     {"kv_cache_peak_fraction", rs.stats.kv_used_fraction.empty() ? 0.0 : rs.stats.kv_used_fraction.peak()}});
   }
   j["capsim"]["replicas"] = reps;
+  if (b.config.decode_pool && r.pd) {
+    const ReplicaGroup& g = b.config.decode_pool->groups.front();
+    const Deployment& dd = g.deployment;
+    j["capsim"]["disaggregation"] = {
+        {"prefill_replicas", r.pd->prefill_replicas},
+        {"decode_pool", {{"card", dd.card.name}, {"tp", dd.tp}, {"replicas", g.replicas},
+                         {"weights", precision_name(dd.weights)}, {"max_num_seqs", dd.limits.max_num_seqs},
+                         {"max_num_batched_tokens", dd.limits.max_num_batched_tokens}}},
+        {"kv_link", r.pd->link},
+        {"kv_bytes_mean", r.pd->mean_kv_bytes},
+        {"kv_transfer_ms", {{"mean", r.pd->kv_transfer.mean * 1e3}, {"p50", r.pd->kv_transfer.median * 1e3},
+                            {"p95", r.pd->kv_transfer.p95 * 1e3}}},
+        {"handoff_ms", {{"mean", r.pd->handoff.mean * 1e3}, {"p50", r.pd->handoff.median * 1e3},
+                        {"p95", r.pd->handoff.p95 * 1e3}}}};
+  }
   return j;
 }
 
@@ -203,6 +224,14 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   os << "; engine " << d.engine.name << " (" << b.config.policy << ", max_num_seqs "
      << d.limits.max_num_seqs << ", max_num_batched_tokens " << d.limits.max_num_batched_tokens
      << "); router " << b.config.router << "\n";
+  if (b.config.decode_pool) {
+    const ReplicaGroup& g = b.config.decode_pool->groups.front();
+    os << "  disaggregated: the above is the prefill pool; decode pool " << g.replicas << " x " << g.deployment.card.name
+       << (g.deployment.tp > 1 ? " tp" + std::to_string(g.deployment.tp) : "") << " ("
+       << precision_name(g.deployment.weights) << ", " << r.replicas[first_replica].kv_tokens
+       << " KV tokens/replica, max_num_seqs " << g.deployment.limits.max_num_seqs << "); KV over "
+       << b.config.decode_pool->link.name << "\n";
+  }
   os << "  workload: " << b.workload_description << "\n";
   os << "  measured: " << r.completed << " requests over " << fmt("%.1f", r.duration_s) << " s";
   if (b.config.warmup > 0) os << " after a " << fmt("%.0f", to_seconds(b.config.warmup)) << " s warm-up";
@@ -223,6 +252,14 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   row("TTFT: prefill", r.prefill);
   row("TTFT: return", r.first_token_return);
   t.print(os);
+  if (r.pd) {
+    os << "  disaggregated: TTFT's front end runs from the request to the decode engine: the prefill pool, the "
+          "return to the proxy, the decode front end and the KV transfer (p50 "
+       << units::format_time(r.pd->handoff.median) << ", p95 " << units::format_time(r.pd->handoff.p95)
+       << "); KV transfer p50 " << units::format_time(r.pd->kv_transfer.median) << ", p95 "
+       << units::format_time(r.pd->kv_transfer.p95) << ", " << units::format_bytes(r.pd->mean_kv_bytes)
+       << " per request on average\n";
+  }
   const Totals tt = totals(b, r);
   os << "\n  throughput: " << fmt("%.2f", r.request_throughput) << " requests/s, "
      << fmt("%.0f", r.output_throughput) << " output tokens/s, " << fmt("%.0f", r.total_token_throughput)

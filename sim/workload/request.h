@@ -34,6 +34,10 @@ struct Request {
   // that admits the request, do not hash the prompt again. Empty: not computed.
   std::vector<std::uint64_t> block_hashes;
   std::int64_t hashed_block_size = 0;
+  // Leading prompt tokens whose KV another instance computed and sent (a disaggregated decode
+  // pool's request: cluster/disaggregation.h). The replica allocates their blocks at admission
+  // and computes only the rest. 0 for every request a workload generates.
+  std::int64_t external_computed = 0;
 
   static constexpr std::uint32_t kNoUser = std::numeric_limits<std::uint32_t>::max();
 };

@@ -308,7 +308,7 @@ TEST_CASE("check: bad input exits 2 with a message naming file: field, and write
            "rate, a trace or offline); use min_rate for requests/s");
   expect_2("field.yaml", head + "      slo: {ttft_p95: 1s}\n    colour: blue\n",
            ": assertions[0]: unknown field 'colour'; accepted: name, description, model, deployment, engine, "
-           "router, workload, slo, seed, references, notes, scenario, expect");
+           "router, workload, slo, seed, references, notes, serving, disaggregation, scenario, expect");
   expect_2("dup.yaml", head + "      slo: true\n  - name: x\n    scenario: s.yaml\n    expect: {slo: true}\n",
            ": assertions[1].name: 'x' is used by an earlier assertion");
   // Malformed YAML: YamlDoc's file:line:column message.

@@ -245,7 +245,7 @@ TEST_CASE("simulate cli: bad input exits 2 with a pinned message", "[cli][simula
     check_refused(simulate("-q '" + y1 + "'"),
                   "capsim: error: " + y1 +
                       ": unknown field 'colour'; accepted: name, description, model, deployment, "
-                      "engine, router, workload, slo, seed, references, notes\n");
+                      "engine, router, workload, slo, seed, references, notes, serving, disaggregation\n");
     const std::string y2 = tmp.write("nested.yaml", "name: x\nworkload:\n  rate: 5\n  requets: 20\n");
     check_refused(simulate("-q '" + y2 + "'"),
                   "capsim: error: " + y2 + ": workload: unknown field 'requets'; accepted: users,");

@@ -26,7 +26,7 @@ struct Cheapest {
   int tp = 0, replicas = 0;
 };
 
-Cheapest exhaustive(const scenario::ScenarioSpec& base, const plan::PlanSpace& space, const plan::PriceBook& prices,
+Cheapest exhaustive(const scenario::ScenarioSpec& base, const plan::PlanSpace& space, const PriceBook& prices,
                     const std::vector<std::string>& routers) {
   Cheapest best;
   for (const std::string& card : space.cards) {
@@ -73,7 +73,7 @@ std::vector<Listed> listed(const plan::PlanOutcome& o) {
 }
 
 void compare(const scenario::ScenarioSpec& base, plan::PlanSpace space) {
-  const plan::PriceBook prices = plan::load_prices(scenario::data_dir() + "/calibration/prices.yaml");
+  const PriceBook prices = load_prices(scenario::data_dir() + "/calibration/prices.yaml");
   space.routers = plan::routers_to_try(base);
   const plan::PlanOutcome fast = plan::search_plan(base, space, prices, {});
   plan::PlanSpace full_space = space;

@@ -1,0 +1,240 @@
+#include "sim/scenario/launch_command.h"
+
+#include <filesystem>
+
+#include "sim/report/table.h"
+#include "sim/hardware/precision.h"
+#include "sim/llm/memory_plan.h"
+
+namespace capsim::scenario {
+namespace {
+
+// vLLM's --dtype choices (auto, half, float16, bfloat16, float, float32).
+std::string vllm_dtype(Precision half) {
+  switch (half) {
+    case Precision::kFp32: return "float32";
+    case Precision::kFp16: return "float16";
+    default: return "bfloat16";
+  }
+}
+
+std::string number(double v) { return fmt("%g", v); }
+
+// Single-quotes a value a POSIX shell would split or expand.
+std::string shell_word(const std::string& s) {
+  if (s.empty()) return "''";
+  bool plain = true;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == '/' || c == ':' || c == '=' || c == ',';
+    if (!ok) plain = false;
+  }
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The model as both servers take it: the Hugging Face id, else the local checkpoint directory.
+std::string model_argument(const ModelSpec& m) {
+  if (!m.hf_id.empty()) return m.hf_id;
+  if (!m.config_path.empty()) return std::filesystem::path(m.config_path).parent_path().string();
+  return m.name;
+}
+
+// The context the replica served: the simulation's memory plan, else --max-model-len as given.
+long long served_len(const LaunchTarget& t) {
+  return t.served_max_model_len > 0 ? t.served_max_model_len : t.deployment.limits.max_model_len;
+}
+
+// Weights that are not the checkpoint as shipped and that the server cannot quantise on load
+// need a checkpoint in that format; the note names it.
+void weights_note(const LaunchTarget& t, const std::string& server, std::vector<std::string>& notes) {
+  const Deployment& d = t.deployment;
+  const std::string fmt_name(precision_name(d.weights));
+  const std::string id = model_argument(d.model);
+  if (d.weights == Precision::kInt4) {
+    notes.push_back("weights int4: serve an AWQ or GPTQ int4 checkpoint of " + id + " (" + server +
+                    " reads its quantization_config); the line names the 16-bit checkpoint");
+  } else if (d.weights == Precision::kInt8) {
+    notes.push_back("weights int8: serve a W8A8 int8 checkpoint of " + id + " (" + server +
+                    " reads its quantization_config); the line names the 16-bit checkpoint");
+  } else if (is_fp4(d.weights)) {
+    notes.push_back("weights " + fmt_name + ": serve an " + fmt_name + " checkpoint of " + id + " (" + server +
+                    " reads its quantization_config); the line names the 16-bit checkpoint");
+  }
+}
+
+}  // namespace
+
+std::vector<LaunchFlag> vllm_serve_flags(const LaunchTarget& t, std::vector<std::string>& notes) {
+  const Deployment& d = t.deployment;
+  const SchedulerLimits& lim = d.limits;
+  const bool as_shipped = t.weights_spec == "auto";
+  std::vector<LaunchFlag> f;
+
+  // Parallelism. One command per replica: capsim simulates independent replicas behind its own
+  // router, not vLLM's in-process data parallelism (--data-parallel-size), whose balancer is a
+  // different router. Pipeline and expert parallelism: none simulated yet.
+  f.push_back({"--tensor-parallel-size", std::to_string(d.tp)});
+
+  // Precision. --dtype is the 16-bit type the unquantised layers run at (bf16 where the card has
+  // it, else fp16; capsim's native_half). Online FP8 quantisation of a 16-bit checkpoint is
+  // --quantization fp8 (vLLM's dynamic per-tensor FP8); a checkpoint shipped in FP8 needs none.
+  const Precision half = d.weights == Precision::kFp32 ? Precision::kFp32 : native_half(d.card);
+  f.push_back({"--dtype", vllm_dtype(half)});
+  if (!as_shipped && d.weights == Precision::kFp8 && d.model.checkpoint_quant != "fp8") {
+    f.push_back({"--quantization", "fp8"});
+  }
+  if (!as_shipped) weights_note(t, "vLLM", notes);
+  f.push_back({"--kv-cache-dtype", d.kv_cache == Precision::kFp8 ? "fp8" : "auto"});
+
+  // Limits the simulation ran with (SchedulerLimits, vLLM's names).
+  if (const long long len = served_len(t); len > 0) f.push_back({"--max-model-len", std::to_string(len)});
+  f.push_back({"--max-num-seqs", std::to_string(lim.max_num_seqs)});
+  f.push_back({"--max-num-batched-tokens", std::to_string(lim.max_num_batched_tokens)});
+  f.push_back({"--gpu-memory-utilization", number(lim.gpu_memory_utilization)});
+  f.push_back({"--block-size", std::to_string(lim.block_size)});
+  f.push_back({lim.enable_prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching", ""});
+
+  // Scheduler: vLLM V1's token-budget scheduler is capsim's vllm-v1 policy; prefill-first runs
+  // whole prompts (the nearest vLLM setting: chunked prefill off); static batching has no vLLM
+  // equivalent.
+  const bool chunked = t.policy == "vllm-v1" && lim.enable_chunked_prefill;
+  f.push_back({chunked ? "--enable-chunked-prefill" : "--no-enable-chunked-prefill", ""});
+  if (t.policy == "static") {
+    notes.push_back("scheduler static: vLLM has no static batching; the line runs continuous batching");
+  }
+  f.push_back({d.engine.async_scheduling ? "--async-scheduling" : "--no-async-scheduling", ""});
+
+  // Disaggregated pools: vLLM's NixlConnector on both sides (kv_both, as in vLLM's
+  // docs/features/nixl_connector_usage.md); a proxy (vLLM's disagg proxy, llm-d, Dynamo) sends
+  // each request to a prefill instance with max_tokens 1, then to a decode instance.
+  if (!t.pd_role.empty()) {
+    f.push_back({"--kv-transfer-config", R"({"kv_connector":"NixlConnector","kv_role":"kv_both"})"});
+    notes.push_back(t.pd_role == "prefill"
+                        ? "prefill pool: a P/D proxy sends each request here first with max_tokens 1"
+                        : "decode pool: the proxy then sends the request here; it pulls the prompt's KV over NIXL");
+  }
+  if (d.engine.name != "vllm") {
+    notes.push_back("simulated with the " + d.engine.name +
+                    " engine profile: this vLLM line has the same limits, vLLM's own step costs differ");
+  }
+  return f;
+}
+
+std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<std::string>& notes) {
+  const Deployment& d = t.deployment;
+  const SchedulerLimits& lim = d.limits;
+  std::vector<LaunchFlag> f;
+  f.push_back({"--tp_size", std::to_string(d.tp)});
+  f.push_back({"--max_batch_size", std::to_string(lim.max_num_seqs)});
+  f.push_back({"--max_num_tokens", std::to_string(lim.max_num_batched_tokens)});
+  if (const long long len = served_len(t); len > 0) f.push_back({"--max_seq_len", std::to_string(len)});
+  // The profile's gpu_memory_utilization is TensorRT-LLM's kv_cache_free_gpu_memory_fraction
+  // (calibration/engines/tensorrt-llm.yaml, source trtllm-docs).
+  f.push_back({"--kv_cache_free_gpu_memory_fraction", number(lim.gpu_memory_utilization)});
+  f.push_back({"--extra_llm_api_options", "capsim-extra-llm-api-options.yaml"});
+  const bool chunked = t.policy == "vllm-v1" && lim.enable_chunked_prefill;
+  notes.push_back(std::string("capsim-extra-llm-api-options.yaml: kv_cache_config: {dtype: ") +
+                  (d.kv_cache == Precision::kFp8 ? "fp8" : "auto") +
+                  ", tokens_per_block: " + std::to_string(lim.block_size) +
+                  ", enable_block_reuse: " + (lim.enable_prefix_caching ? "true" : "false") +
+                  "}, enable_chunked_prefill: " + (chunked ? "true" : "false"));
+  if (t.weights_spec != "auto" && d.weights == Precision::kFp8 && d.model.checkpoint_quant != "fp8") {
+    notes.push_back("weights fp8: serve an FP8 checkpoint of " + model_argument(d.model) +
+                    " (NVIDIA ModelOpt); trtllm-serve does not quantise on load");
+  }
+  if (t.weights_spec != "auto") weights_note(t, "TensorRT-LLM", notes);
+  notes.push_back("the tensorrt-llm profile was measured on TensorRT engines (trtllm-serve's default "
+                  "backend before 1.0; on 1.x add --backend tensorrt)");
+  return f;
+}
+
+std::vector<LaunchCommand> launch_commands(const LaunchTarget& t) {
+  std::vector<LaunchCommand> out;
+  std::string replicas_note;
+  if (t.replicas > 1) {
+    replicas_note = std::to_string(t.replicas) + " replicas of this command (" +
+                    std::to_string(t.replicas * t.deployment.tp) + " GPUs of " + t.deployment.card.name +
+                    ") behind a " + t.router + " router";
+  }
+  LaunchCommand v;
+  v.program = "vllm serve";
+  v.model = model_argument(t.deployment.model);
+  if (!replicas_note.empty()) v.notes.push_back(replicas_note);
+  v.flags = vllm_serve_flags(t, v.notes);
+  out.push_back(v);
+  if (t.deployment.engine.name == "tensorrt-llm" && t.pd_role.empty()) {
+    LaunchCommand r;
+    r.program = "trtllm-serve";
+    r.model = v.model;
+    if (!replicas_note.empty()) r.notes.push_back(replicas_note);
+    r.flags = trtllm_serve_flags(t, r.notes);
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
+  std::vector<LaunchTarget> out;
+  const std::vector<ReplicaGroup> groups = resolve_groups(spec);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    LaunchTarget t;
+    t.deployment = groups[g].deployment;
+    t.weights_spec = g == 0 ? spec.deployment.weights : spec.extra_groups[g - 1].weights;
+    t.replicas = groups[g].replicas;
+    t.router = spec.router;
+    t.policy = spec.policy;
+    // The context the simulated replicas served: the same memory plan the simulation makes
+    // (sim/cluster/simulation.cc: plan_memory(d, 1, policy == vllm-v1)).
+    const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");
+    if (plan.fits) t.served_max_model_len = plan.max_model_len;
+    out.push_back(t);
+  }
+  if (spec.serving == "pd-disaggregated") {
+    out.front().pd_role = "prefill";
+    const DecodePool pool = resolve_decode_pool(spec);
+    LaunchTarget t = out.front();
+    t.deployment = pool.groups.front().deployment;
+    t.weights_spec = spec.decode_pool->weights;
+    t.replicas = pool.groups.front().replicas;
+    t.pd_role = "decode";
+    const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");
+    t.served_max_model_len = plan.fits ? plan.max_model_len : 0;
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::string LaunchCommand::line() const {
+  std::string s = program + " " + shell_word(model);
+  for (const LaunchFlag& f : flags) {
+    s += " " + f.name;
+    if (!f.value.empty()) s += " " + shell_word(f.value);
+  }
+  return s;
+}
+
+nlohmann::json LaunchCommand::to_json() const {
+  nlohmann::json fl = nlohmann::json::array();
+  for (const LaunchFlag& f : flags) fl.push_back({{"name", f.name}, {"value", f.value}});
+  return {{"program", program}, {"model", model}, {"flags", fl}, {"line", line()}, {"notes", notes}};
+}
+
+nlohmann::json launch_json(const std::vector<LaunchCommand>& commands) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const LaunchCommand& c : commands) a.push_back(c.to_json());
+  return a;
+}
+
+std::string launch_text(const std::vector<LaunchCommand>& commands, const std::string& indent) {
+  std::string s;
+  for (const LaunchCommand& c : commands) {
+    s += indent + c.line() + "\n";
+    for (const std::string& n : c.notes) s += indent + "  # " + n + "\n";
+  }
+  return s;
+}
+
+}  // namespace capsim::scenario
