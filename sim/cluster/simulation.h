@@ -127,8 +127,6 @@ struct SimulationResult {
   // completed until then.
   std::string stopped_early;
   std::string stopped_slo;  // "ttft_p95", or empty
-};
-
   std::optional<PdSummary> pd;  // serving: pd-disaggregated only
 };
 
