@@ -17,7 +17,9 @@ file by hand, citing this script and docs/card-fits.md, which it regenerates:
 
 Cards fitted (CARD_FITS): the L40S, whose bandwidth (0.80) and compute (0.70) fractions were
 assumed from the RTX 4090 and from Hopper/Ampere; FP8 is the only precision its published rows
-use, so the compute fraction fitted is `compute_fp8`.
+use, so the compute fraction fitted is `compute_fp8`. The H200, whose fractions were assumed from
+H100 and whose rows split by attention kind: `attention_bandwidth` (decode attention's KV reads)
+is fitted apart from `memory_bandwidth` (weight reads, kept at the H100's value).
 """
 
 import argparse
@@ -38,14 +40,28 @@ import validate  # noqa: E402  (same reproduction of every row as the validation
 OFFLINE = "trtllm_v0.12_offline_throughput.csv"
 FIRST_TOKEN = "trtllm_v0.6_static_batching.csv"
 
-# card -> which published GPU rows, the grid, and which rows fit vs check.
+# card -> which published GPU rows, the grid (efficiency field -> values tried), and which rows
+# fit vs check.
 CARD_FITS = {
     "l40s": {
         "gpu": "L40S",
-        "memory_bandwidth": [0.70, 0.72, 0.74, 0.76, 0.78, 0.80],
-        "compute_fp8": [0.50, 0.55, 0.60, 0.65, 0.70],
+        "grid": {"memory_bandwidth": [0.70, 0.72, 0.74, 0.76, 0.78, 0.80],
+                 "compute_fp8": [0.50, 0.55, 0.60, 0.65, 0.70]},
         "fit": "TensorRT-LLM 0.12 offline throughput, TP1 rows (the tensorrt-llm profile's "
                "engine constants were chosen on H100/A100 TP1 rows, so TP1 isolates the card)",
+    },
+    # H200: the same die as H100 with HBM3e; its TP1 rows split by attention kind (MHA models
+    # with their large KV reads +20-25% too fast, GQA models -2..-9% too slow) under one
+    # bandwidth efficiency, so the weight reads and the attention KV reads are fitted apart.
+    "h200": {
+        "gpu": "H200",
+        # memory_bandwidth stays the H100's 0.78 (same die; the card's assumed value): a 2-D pass
+        # over 0.78-0.86 x 0.55-0.65 found the TP1 median flat in it (6.7-7.2% at attention 0.55-
+        # 0.60; at 0.86/0.55 the lowest, 6.7%, but with a -6.7% bias against -0.1% at 0.78/0.60),
+        # so the rows determine only the attention reads.
+        "grid": {"memory_bandwidth": [0.78],
+                 "attention_bandwidth": [0.50, 0.55, 0.60, 0.65, 0.70]},
+        "fit": "TensorRT-LLM 0.12 offline throughput, TP1 rows (as for the L40S)",
     },
 }
 
@@ -82,17 +98,18 @@ def data_root(tmp):
     return root
 
 
-def with_efficiencies(text, bandwidth, compute_fp8, source):
-    """The card file with efficiency.memory_bandwidth and efficiency.compute_fp8 set."""
-    text, n = re.subn(r"(\n  memory_bandwidth: \{value: )[0-9.]+(, source: )[\w-]+\}",
-                      rf"\g<1>{bandwidth:.2f}\g<2>{source}}}", text)
-    if n != 1:
-        raise SystemExit("fit_cards.py: efficiency.memory_bandwidth not found once in the card file")
-    line = f"  compute_fp8: {{value: {compute_fp8:.2f}, source: {source}}}"
-    if re.search(r"\n  compute_fp8: \{", text):
-        text = re.sub(r"\n  compute_fp8: \{[^}]*\}", "\n" + line, text)
-    else:
-        text = re.sub(r"(\n  compute: \{[^}]*\}[^\n]*)", r"\1" + "\n" + line, text, count=1)
+def with_efficiencies(text, values, source):
+    """The card file with efficiency.<field> set to each of `values` (added after
+    efficiency.compute when the file has no such line), citing `source`."""
+    for field, value in values.items():
+        line = f"  {field}: {{value: {value:.2f}, source: {source}}}"
+        pattern = rf"\n  {field}: \{{[^}}]*\}}"
+        if re.search(pattern, text):
+            text = re.sub(pattern, "\n" + line, text, count=1)
+        else:
+            text, n = re.subn(r"(\n  compute: \{[^}]*\}[^\n]*)", r"\1" + "\n" + line, text, count=1)
+            if n != 1:
+                raise SystemExit("fit_cards.py: efficiency.compute not found once in the card file")
     # The grid's values cite a key the copied file must define.
     if f"\n  {source}:" not in text:
         text = text.replace("\nreferences:\n",
@@ -124,19 +141,20 @@ def fit_card(card, spec, capsim_path):
         original = open(card_file, encoding="utf-8").read()
         os.environ["CAPSIM_DATA_DIR"] = root
         grid = []
+        (fa, values_a), (fb, values_b) = spec["grid"].items()
         try:
             capsim = validate.Capsim(capsim_path)
             base_off, base_first = evaluate(capsim, shared)
-            for bw in spec["memory_bandwidth"]:
-                for cf in spec["compute_fp8"]:
+            for a in values_a:
+                for b in values_b:
                     with open(card_file, "w", encoding="utf-8") as f:
-                        f.write(with_efficiencies(original, bw, cf, "fit-grid"))
+                        f.write(with_efficiencies(original, {fa: a, fb: b}, "fit-grid"))
                     capsim = validate.Capsim(capsim_path)
                     off, first = evaluate(capsim, shared)
                     fit = [r["signed"] for r in off if r["tp"] == 1]
                     med = statistics.median(abs(x) for x in fit)
-                    grid.append((med, abs(statistics.median(fit)), bw, cf, off, first))
-                    print(f"{card}: memory_bandwidth {bw:.2f} compute_fp8 {cf:.2f}: TP1 median "
+                    grid.append((med, abs(statistics.median(fit)), a, b, off, first))
+                    print(f"{card}: {fa} {a:.2f} {fb} {b:.2f}: TP1 median "
                           f"APE {pct(med)}%", file=sys.stderr, flush=True)
         finally:
             os.environ.pop("CAPSIM_DATA_DIR", None)
@@ -152,11 +170,11 @@ def fit_card(card, spec, capsim_path):
                 ("check: batch-1 first-token latency (TRT-LLM 0.6)", ft)]
 
     lines.append(f"## {card}\n")
-    lines.append(f"Fit rows: {spec['fit']}. Grid: memory_bandwidth "
-                 f"{', '.join(f'{x:.2f}' for x in spec['memory_bandwidth'])} x compute_fp8 "
-                 f"{', '.join(f'{x:.2f}' for x in spec['compute_fp8'])}; chosen = lowest median "
+    lines.append(f"Fit rows: {spec['fit']}. Grid: {fa} "
+                 f"{', '.join(f'{x:.2f}' for x in values_a)} x {fb} "
+                 f"{', '.join(f'{x:.2f}' for x in values_b)}; chosen = lowest median "
                  f"APE on the fit rows (ties: smallest |bias|).\n")
-    lines.append(f"**Chosen: memory_bandwidth {best[2]:.2f}, compute_fp8 {best[3]:.2f}.**\n")
+    lines.append(f"**Chosen: {fa} {best[2]:.2f}, {fb} {best[3]:.2f}.**\n")
     lines.append("| rows | n | catalogue values: median APE % / bias % | chosen: median APE % / bias % |")
     lines.append("|---|---:|---|---|")
     for (name, before), (_, after) in zip(split(base_off, base_first), split(best[4], best[5])):
@@ -164,7 +182,7 @@ def fit_card(card, spec, capsim_path):
         lines.append(f"| {name} | {len(after)} | {b[0]} / {b[1]} | {a[0]} / {a[1]} |")
     lines.append("\nFirst-token rows are latencies (bias > 0 = capsim slower); offline rows are "
                  "throughputs (bias > 0 = capsim faster).\n")
-    lines.append("| memory_bandwidth | compute_fp8 | TP1 median APE % | TP1 bias % |")
+    lines.append(f"| {fa} | {fb} | TP1 median APE % | TP1 bias % |")
     lines.append("|---:|---:|---:|---:|")
     for med, _, bw, cf, off, _first in sorted(grid, key=lambda g: (g[2], g[3])):
         fit = [r["signed"] for r in off if r["tp"] == 1]

@@ -73,6 +73,8 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       "      --think-time exponential:20s --duration 30min --warmup 5min --slo ttft_p95<=1s\n"
       "  capsim simulate --trace conversation_trace.jsonl --model llama-3.1-8b --card h100-sxm --json out.json\n"
       "  capsim simulate workloads/chat-8b-1x-h100.yaml --report chat.html --plot latency.svg\n"
+      "  capsim simulate --model llama-3.1-8b --prefill-pool '1x h100-sxm' --decode-pool '1x h100-sxm' \\\n"
+      "      --kv-link ib-ndr-400 --rate 3 --input-tokens 8000 --output-tokens 300 --duration 3min\n"
       "flags override the scenario file's fields; results are identical for the same inputs and --seed");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd);

@@ -81,7 +81,9 @@ RooflineCost::RooflineCost(const Deployment& d) {
   bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
   // The attention kernels' KV reads are long, contiguous-per-block streams that reach a
   // different share of peak than the weight GEMMs (docs/cost-model.md#attention).
-  attention_bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency *
+  const double attention_read_efficiency =
+      c.attention_bandwidth_efficiency > 0 ? c.attention_bandwidth_efficiency : c.bandwidth_efficiency;
+  attention_bandwidth_ = peak_bandwidth_ * std::min(1.0, attention_read_efficiency *
                                                              e.bandwidth_efficiency_scale *
                                                              e.attention_bandwidth_scale);
   // W8A8 experts quantise their input before each of the two grouped GEMMs, one kernel each

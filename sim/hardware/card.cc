@@ -178,6 +178,13 @@ Card CardCatalogue::load_file(const std::string& path) {
     throw Error(doc.where("efficiency.compute_fp8") + ": " + std::to_string(c.compute_efficiency_fp8) +
                 " is not a fraction in (0, 1]");
   }
+  c.attention_bandwidth_efficiency =
+      doc.optional_quantity("efficiency.attention_bandwidth", std::nullopt).value_or(0);
+  if (doc.has("efficiency.attention_bandwidth") &&
+      !(c.attention_bandwidth_efficiency > 0 && c.attention_bandwidth_efficiency <= 1)) {
+    throw Error(doc.where("efficiency.attention_bandwidth") + ": " +
+                std::to_string(c.attention_bandwidth_efficiency) + " is not a fraction in (0, 1]");
+  }
   if (c.compute_efficiency_fp8 > 0 && !c.supports(Precision::kFp8)) {
     throw Error(doc.where("efficiency.compute_fp8") + ": the card has no fp8 in dense_peak");
   }
@@ -189,7 +196,8 @@ Card CardCatalogue::load_file(const std::string& path) {
   }
   for (const char* f : {"memory", "memory_visible", "memory_bandwidth", "tdp",
                         "interconnect.nvlink_bandwidth", "efficiency.memory_bandwidth",
-                        "efficiency.compute", "efficiency.compute_fp8", "efficiency.kernel_floor"}) {
+                        "efficiency.compute", "efficiency.compute_fp8", "efficiency.attention_bandwidth",
+                        "efficiency.kernel_floor"}) {
     const std::string s = doc.source_of(f);
     if (!s.empty()) c.sources[f] = s;
   }

@@ -36,6 +36,10 @@ struct Card {
   double bandwidth_efficiency = 0.75;  // achieved / peak memory bandwidth
   double compute_efficiency = 0.7;     // achieved / dense peak on large GEMMs
   double compute_efficiency_fp8 = 0;   // the same for fp8 GEMMs; 0 = as compute_efficiency
+  // Achieved / peak bandwidth of decode attention's KV-cache reads, where a card's attention
+  // kernels reach a different share than its weight reads (H200: docs/card-fits.md);
+  // 0 = as bandwidth_efficiency.
+  double attention_bandwidth_efficiency = 0;
   double kernel_floor_s = 0;           // minimum time of one operator-group kernel
 
   std::map<std::string, std::string> sources;  // field -> citation

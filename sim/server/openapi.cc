@@ -41,6 +41,9 @@ const char* const kOpenApi = R"json({
           "deployment": {"oneOf": [{"type": "object"}, {"type": "array"}], "example": {"card": "h100-sxm", "tp": 1, "replicas": 1}},
           "engine": {"oneOf": [{"type": "string"}, {"type": "object"}]},
           "router": {"type": "string"},
+          "serving": {"type": "string", "enum": ["aggregated", "pd-disaggregated"]},
+          "disaggregation": {"type": "object", "description": "docs/deployment-options.md#prefilldecode-disaggregation",
+            "example": {"prefill": {"card": "h100-sxm", "tp": 2, "replicas": 3}, "decode": {"card": "h100-sxm", "tp": 2, "replicas": 1}, "kv_link": "ib-ndr-400"}},
           "workload": {"type": "object", "example": {"users": 100, "think_time": "exponential:20s", "duration": "10min", "warmup": "2min"}},
           "slo": {"type": "object", "example": {"ttft_p95": "1s", "tpot_p95": "100ms"}},
           "seed": {"type": "integer"}

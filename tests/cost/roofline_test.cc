@@ -16,6 +16,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/llm/model_spec.h"
 #include "tests/cost/breakdown_groups.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -447,4 +448,29 @@ TEST_CASE("roofline: full-attention models have no window groups", "[cost][slidi
   CHECK_FALSE(test::has_group(d, "attention_decode_window"));
   // 32 layers x 2,000 tokens x (2 x 8 x 128 x 2 B = 4,096 B) = 262,144,000 B.
   CHECK(test::group(d, "attention_decode").bytes == Approx(262144000.0));
+}
+
+// A card's attention_bandwidth efficiency sets the rate of decode attention's KV reads alone;
+// weight reads keep memory_bandwidth. Card: 1 TB/s, memory_bandwidth 0.8, attention_bandwidth
+// 0.6; the vllm profile scales bandwidth by bandwidth_efficiency_scale (1.0) and attention reads
+// further by attention_bandwidth_scale (1.1): weights 1e12 x 0.8 = 800 GB/s, KV reads 1e12 x 0.6
+// x 1.1 = 660 GB/s (without the field: 1e12 x 0.8 x 1.1 = 880 GB/s).
+TEST_CASE("roofline: a card's attention_bandwidth rates the KV reads apart from the weights",
+          "[cost][roofline][cards]") {
+  capsim_test::TempDir dir;
+  const std::string base =
+      "name: test-card\nreferences:\n  ds: \"a datasheet\"\nmemory: {value: 24GB, source: ds}\n"
+      "memory_bandwidth: {value: 1TB/s, source: ds}\ndense_peak:\n  bf16: {value: 100TFLOPS, source: ds}\n"
+      "tdp: {value: 300W, source: ds}\necc: {value: true, source: ds}\nefficiency:\n"
+      "  memory_bandwidth: {value: 0.8, source: ds}\n  compute: {value: 0.7, source: ds}\n";
+  const std::string with_attention = dir.write("att.yaml", base + "  attention_bandwidth: {value: 0.6, source: ds}\n");
+  const std::string without = dir.write("plain.yaml", base);
+  REQUIRE(vllm().bandwidth_efficiency_scale == 1.0);
+  REQUIRE(vllm().attention_bandwidth_scale == Approx(1.1));
+  const RooflineCost a(deploy("llama-3.2-1b", with_attention));
+  CHECK(a.bytes_per_s() == Approx(800e9));
+  CHECK(a.attention_bytes_per_s() == Approx(660e9));
+  const RooflineCost b(deploy("llama-3.2-1b", without));
+  CHECK(b.bytes_per_s() == Approx(800e9));
+  CHECK(b.attention_bytes_per_s() == Approx(880e9));
 }

@@ -255,6 +255,12 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
     CHECK(load_error(with("compute: {value: 0.7,", "compute: {value: 1.2,")) ==
           f + ": efficiency.compute: 1.200000 is not a fraction in (0, 1]");
   }
+  SECTION("an attention bandwidth efficiency outside (0, 1]") {
+    CHECK(load_error(kValid + "  attention_bandwidth: {value: 1.5, source: ds}\n") ==
+          f + ": efficiency.attention_bandwidth: 1.500000 is not a fraction in (0, 1]");
+    CHECK(load_error(kValid + "  attention_bandwidth: {value: 0, source: ds}\n") ==
+          f + ": efficiency.attention_bandwidth: 0.000000 is not a fraction in (0, 1]");
+  }
   SECTION("numbers outside their plausible range: a unit slip is refused, naming the range") {
     // 1 PB/s: a TB/s figure typed as PB/s; the bound is 100 TB/s (= 100000 GB/s).
     CHECK(load_error(with("{value: 1TB/s,", "{value: 1000TB/s,")) ==
