@@ -4,17 +4,24 @@
 //   2. the 500-user chatbot (workloads/chatbot-500-users.yaml) for one simulated hour;
 //   3. issue #12's workload: Llama-2-7B on one A100-80GB, Poisson 8 req/s, 512 in / 256 out,
 //      128 sequences, 2,048-token budget, at 10k and 100k requests (growth with trace length);
-//   4. the same per-replica load on 1, 4 and 16 replicas (growth with the replica count).
+//   4. the same per-replica load on 1, 4 and 16 replicas (growth with the replica count);
+//   5. `capsim plan workloads/chatbot-500-users.yaml` over all cards (once; wall and CPU time,
+//      with the load-share search's early stops and without), unless REPEATS is negative.
 // Each case also runs with skip-ahead off (SimulationConfig::skip_ahead) for its share of the
 // speed; the results are identical (tests/cluster/skip_ahead_test.cc).
-// Usage: capsim_bench [SHARED_DIR] [REPEATS]. Prints one line per case; the best of REPEATS.
+// Usage: capsim_bench [SHARED_DIR] [REPEATS]. Prints one line per case; the best of REPEATS
+// (|REPEATS|; negative: no plan case). Wall times depend on the machine's load: note `uptime`.
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
 #include "sim/scenario/scenario.h"
 #include "sim/core/error.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/catalogues.h"
 
 namespace {
 
@@ -50,7 +57,8 @@ void report(const char* name, const Timing& t) {
 
 int main(int argc, char** argv) {
   const std::string shared = argc > 1 ? argv[1] : CAPSIM_SHARED_DIR;
-  const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int repeats_arg = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int repeats = repeats_arg < 0 ? -repeats_arg : std::max(1, repeats_arg);
   try {
     capsim::scenario::ScenarioSpec azure;
     azure.name = "azure-conv-10k";
@@ -86,6 +94,28 @@ int main(int argc, char** argv) {
       issue.requests = 10000 * replicas;
       report(("Llama-2-7B A100-80GB x" + std::to_string(replicas) + ", 8 req/s and 10k requests each").c_str(),
              time_scenario(issue, repeats));
+    }
+    if (repeats_arg >= 0) {
+      // Process CPU time (all threads) beside the wall: their ratio is the parallel speed-up.
+      capsim::scenario::ScenarioSpec chat_plan;
+      capsim::scenario::load_scenario_file(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml", chat_plan);
+      const capsim::PriceBook prices =
+          capsim::load_prices(capsim::scenario::data_dir() + "/calibration/prices.yaml");
+      for (const bool early : {true, false}) {
+        capsim::plan::PlanSpace space;
+        space.try_fp8_kv = true;
+        space.routers = capsim::plan::routers_to_try(chat_plan);
+        space.early_stop = early;
+        const std::clock_t c0 = std::clock();
+        const auto t0 = std::chrono::steady_clock::now();
+        const capsim::plan::PlanOutcome o = capsim::plan::search_plan(chat_plan, space, prices, {});
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+        std::printf("%-44s wall %8.3f s  cpu %8.3f s  %zu searched, %zu search runs (%zu stopped early), "
+                    "%zu verification runs, %zu options\n",
+                    early ? "plan chatbot-500-users, all cards" : "  the same, no early stops", wall, cpu,
+                    o.searched, o.search_evaluations, o.stopped_early, o.evaluations, o.ok.size());
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "capsim_bench: %s\n", e.what());

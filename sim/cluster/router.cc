@@ -9,7 +9,7 @@ namespace {
 
 class RoundRobin : public Router {
  public:
-  std::uint32_t route(const Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
+  std::uint32_t route(Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
     const auto i = static_cast<std::uint32_t>(next_ % rs.size());
     ++next_;
     return i;
@@ -30,7 +30,7 @@ std::uint32_t least_outstanding(const std::vector<std::unique_ptr<Replica>>& rs)
 
 class LeastOutstanding : public Router {
  public:
-  std::uint32_t route(const Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
+  std::uint32_t route(Request&, const std::vector<std::unique_ptr<Replica>>& rs) override {
     return least_outstanding(rs);
   }
 };
@@ -40,13 +40,13 @@ class LeastOutstanding : public Router {
 // prefix cannot pile all traffic on one replica.
 class PrefixAware : public Router {
  public:
-  std::uint32_t route(const Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
+  std::uint32_t route(Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
     const std::uint32_t idle = least_outstanding(rs);
     std::uint32_t best = idle;
-    std::int64_t best_hit = rs[idle]->cached_prefix_blocks(r);
+    std::int64_t best_hit = rs[idle]->cached_prefix_blocks_keep(r);
     for (std::uint32_t i = 0; i < rs.size(); ++i) {
       if (i == idle) continue;
-      const std::int64_t hit = rs[i]->cached_prefix_blocks(r);
+      const std::int64_t hit = rs[i]->cached_prefix_blocks_keep(r);
       if (hit > best_hit && rs[i]->outstanding() <= 2 * rs[idle]->outstanding() + 8) {
         best = i;
         best_hit = hit;
@@ -63,7 +63,7 @@ class PrefixAware : public Router {
 // kind on the cards that serve it best without a tuning knob.
 class SizeAware : public Router {
  public:
-  std::uint32_t route(const Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
+  std::uint32_t route(Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
     std::int64_t smallest = rs[0]->kv().num_blocks(), largest = smallest;
     for (const auto& x : rs) {
       smallest = std::min(smallest, x->kv().num_blocks());

@@ -14,8 +14,9 @@ namespace capsim {
 class Router {
  public:
   virtual ~Router() = default;
-  // REQUIRES: !replicas.empty(). Deterministic given the same history.
-  virtual std::uint32_t route(const Request& r, const std::vector<std::unique_ptr<Replica>>& replicas) = 0;
+  // REQUIRES: !replicas.empty(). Deterministic given the same history. May fill `r`'s
+  // block-hash cache (Request::block_hashes); nothing else of `r` changes.
+  virtual std::uint32_t route(Request& r, const std::vector<std::unique_ptr<Replica>>& replicas) = 0;
 };
 
 struct RouterInfo {

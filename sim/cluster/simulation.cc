@@ -161,6 +161,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     ++finished_all_;
 #endif
     metrics_.on_finish(s, now, current_replica_);
+    if (!cfg_.early_stop.empty() && !live_ && metrics_.counted(s.req)) check_early_stop(now);
     --in_flight_;
     workload_.on_finish(s.req, now, *this);
   }
@@ -178,7 +179,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                     to_seconds(t), metrics_.records().size(), static_cast<long long>(in_flight_));
       return std::string(buf);
     };
-    while (!queue_.empty()) {
+    while (!queue_.empty() && stopped_.empty()) {
       CAPSIM_INVARIANT(queue_.top().time >= now, "simulated time went backwards");
       now = queue_.top().time;
       events += process_instant(now);
@@ -437,9 +438,36 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     step_aborts_.erase(it);
   }
 
+  // SimulationConfig::early_stop, after each measured completion: counts, per rule, the measured
+  // requests over kFactor x the bound; stops the run when they exceed twice the share the
+  // quantile allows among at least kMinRequests completions.
+  void check_early_stop(SimTime now) {
+    const RequestRecord& r = metrics_.records().back();
+    if (over_.size() != cfg_.early_stop.size()) over_.assign(cfg_.early_stop.size(), 0);
+    const auto n = static_cast<std::int64_t>(metrics_.records().size());
+    for (std::size_t k = 0; k < cfg_.early_stop.size(); ++k) {
+      const EarlyStop& e = cfg_.early_stop[k];
+      const double v = e.metric == EarlyStop::kTtft ? r.ttft_s
+                       : e.metric == EarlyStop::kTpot ? (r.output_tokens > 1 ? r.tpot_s : 0.0)
+                                                      : r.e2el_s;
+      if (v > EarlyStop::kFactor * e.bound_s) ++over_[k];
+      if (n < EarlyStop::kMinRequests || !stopped_.empty()) continue;
+      const double share = static_cast<double>(over_[k]) / static_cast<double>(n);
+      if (share <= 2 * (1 - e.quantile)) continue;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "%.0f%% of the first %lld measured requests over 3x its bound of %g s "
+                    "(stopped early at %.0f simulated s)",
+                    100 * share, static_cast<long long>(n), e.bound_s, to_seconds(now));
+      stopped_ = e.slo + ": " + buf;
+      stopped_slo_ = e.slo;
+    }
+  }
+
   // At the end nothing is in flight: every arrived request finished or was rejected once, and
   // every KV block is back in its replica's free queue.
   void check_end_invariants() const {
+    if (!stopped_.empty()) return;  // stopped early: requests are still in flight
 #if CAPSIM_INVARIANTS_ON
     CAPSIM_INVARIANT(in_flight_ == 0, "requests still in flight when the run ended");
     CAPSIM_INVARIANT(static_cast<std::int64_t>(ended_.size()) == arrived_,
@@ -533,6 +561,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       res.pd = pd;
     }
     res.steady = analyze_steady_state(res.records);
+    res.stopped_early = stopped_;
+    res.stopped_slo = stopped_slo_;
     return res;
   }
 
@@ -560,6 +590,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<std::uint64_t> free_pending_;
   std::uint32_t current_replica_ = 0;
   std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
+  std::vector<std::int64_t> over_;      // per early-stop rule: measured requests over kFactor x bound
+  std::string stopped_, stopped_slo_;  // set when an early-stop rule ended the run
   // Live mode only (empty in batch runs).
   std::vector<LiveEvent>* live_ = nullptr;
   SimTime live_now_ = 0;

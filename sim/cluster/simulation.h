@@ -26,6 +26,22 @@ struct ReplicaGroup {
   int replicas = 1;
 };
 
+// A percentile SLO a run may stop at once it has missed it decisively (capsim plan's load-share
+// searches, plan::evaluate): after at least kMinRequests measured completions, when more than
+// twice the allowed share of them (2 x (1 - quantile)) took over kFactor x the bound, the run ends
+// there. Then the quantile of the requests completed so far is already over 3x the bound; a
+// heuristic, not a proof, that the full run would miss it too (its later requests would all have
+// to be fast). The planner's tests compare answers with and without it.
+struct EarlyStop {
+  static constexpr double kFactor = 3.0;
+  static constexpr std::int64_t kMinRequests = 200;
+  enum Metric { kTtft, kTpot, kE2el };
+  std::string slo;  // "ttft_p95"
+  Metric metric = kTtft;
+  double quantile = 0.95;
+  double bound_s = 0;
+};
+
 // Prefill/decode disaggregation (cluster/disaggregation.h): the decode pool and the link its KV
 // arrives over. SimulationConfig::groups are then the prefill pool.
 struct DecodePool {
@@ -50,6 +66,9 @@ struct SimulationConfig {
   bool skip_ahead = true;
   // Multi-LoRA: which adapter each arriving request names (count 0 = none; llm/lora.h).
   AdapterMix adapters;
+  // Empty: the run goes to its end. Otherwise it may end early (EarlyStop,
+  // SimulationResult::stopped_early); never in live mode.
+  std::vector<EarlyStop> early_stop;
 };
 
 struct ReplicaSummary {
@@ -105,6 +124,11 @@ struct SimulationResult {
   std::vector<ClusterSample> timeline;
   // Warm-up transient left by --warmup (MSER-5), 95% intervals (batch means), warnings.
   SteadyState steady;
+  // Why the run ended before its workload did (SimulationConfig::early_stop), naming the SLO
+  // ("ttft_p95: ..."); empty when it ran to the end. Everything above then covers the requests
+  // completed until then.
+  std::string stopped_early;
+  std::string stopped_slo;  // "ttft_p95", or empty
   std::optional<PdSummary> pd;  // serving: pd-disaggregated only
 };
 

@@ -136,8 +136,14 @@ void Replica::add_request(Request r, SimTime now) {
     slot = static_cast<std::int32_t>(seqs_.size());
     seqs_.emplace_back();
   }
-  seqs_[static_cast<std::size_t>(slot)].req = std::move(r);
-  seqs_[static_cast<std::size_t>(slot)].engine_arrival = now;
+  Sequence& s = seqs_[static_cast<std::size_t>(slot)];
+  s.req = std::move(r);
+  // The router's hashes of the prompt, when taken at this block size, are the sequence's first
+  // hashes (the same chain extend_hashes would compute); otherwise they are dropped.
+  if (s.req.hashed_block_size == block_size_) s.hashes = std::move(s.req.block_hashes);
+  s.req.block_hashes = {};
+  s.req.hashed_block_size = 0;
+  s.engine_arrival = now;
   waiting_.push_back(slot);
   stats_.waiting.add(now, static_cast<double>(waiting_.size()));
   if (now >= stats_.timeline_next) sample_timeline(now);
@@ -166,6 +172,17 @@ std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
   hashes.clear();
   extend_block_hashes(r, block_size_, max_blocks, hashes);
   return kv_.lookup(hashes.data(), max_blocks);
+}
+
+std::int64_t Replica::cached_prefix_blocks_keep(Request& r) const {
+  if (!kv_.prefix_caching()) return 0;
+  const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
+  if (r.hashed_block_size != block_size_) {
+    r.block_hashes.clear();
+    r.hashed_block_size = block_size_;
+  }
+  extend_block_hashes(r, block_size_, max_blocks, r.block_hashes);
+  return kv_.lookup(r.block_hashes.data(), max_blocks);
 }
 
 bool Replica::grow(Sequence& s, std::int64_t total_tokens) {

@@ -183,6 +183,10 @@ class Replica {
   AbortResult abort(std::uint64_t id, SimTime now);
   // Leading prompt blocks of `r` already in this replica's prefix cache (for routing).
   std::int64_t cached_prefix_blocks(const Request& r) const;
+  // The same, keeping the prompt's block hashes in r.block_hashes (recomputed only for another
+  // block size), so asking every replica hashes a prompt once; add_request then hands them to
+  // the sequence, whose admission would otherwise hash the prompt again.
+  std::int64_t cached_prefix_blocks_keep(Request& r) const;
   const ReplicaStats& stats() const { return stats_; }
   const KvBlockManager& kv() const { return kv_; }
   void close_stats(SimTime end);

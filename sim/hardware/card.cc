@@ -212,6 +212,18 @@ bool CardCatalogue::use_calibration() {
   return !(env && std::string(env) == "1");
 }
 
+Card CardCatalogue::load_catalogue_file(const std::string& dir, const std::string& path) {
+  namespace fs = std::filesystem;
+  Card c = load_file(path);
+  if (use_calibration()) {
+    fs::path cards_dir = fs::path(dir).lexically_normal();
+    if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
+    const fs::path profile = cards_dir.parent_path() / "profiles" / (c.name + ".yaml");
+    if (fs::exists(profile)) calibration::apply_calibration_profile(c, profile.string());
+  }
+  return c;
+}
+
 CardCatalogue CardCatalogue::load_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw Error(dir + ": card catalogue directory not found");
@@ -223,13 +235,7 @@ CardCatalogue CardCatalogue::load_dir(const std::string& dir) {
   CardCatalogue cat;
   std::map<std::string, std::string> owner;  // lower-case name or alias -> file
   for (const auto& f : files) {
-    Card c = load_file(f);
-    if (use_calibration()) {
-      fs::path cards_dir = fs::path(dir).lexically_normal();
-      if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
-      const fs::path profile = cards_dir.parent_path() / "profiles" / (c.name + ".yaml");
-      if (fs::exists(profile)) calibration::apply_calibration_profile(c, profile.string());
-    }
+    Card c = load_catalogue_file(dir, f);
     std::vector<std::string> keys = {c.name};
     keys.insert(keys.end(), c.aliases.begin(), c.aliases.end());
     for (const auto& k : keys) {

@@ -78,6 +78,9 @@ class CardCatalogue {
   static bool use_calibration();
   // Loads one card file (also usable for a user's own card file).
   static Card load_file(const std::string& path);
+  // One file of the catalogue directory `dir` as load_dir reads it: load_file, then the card's
+  // calibration profile when calibration is on (no check against the other files' names).
+  static Card load_catalogue_file(const std::string& dir, const std::string& path);
 
   // By name, alias (case-insensitive) or a path to a .yaml file. Unknown names throw with
   // "did you mean" and the accepted names.

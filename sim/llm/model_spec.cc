@@ -497,6 +497,39 @@ ModelSpec load_model_config(const std::string& path) {
   return m;
 }
 
+ModelEntry ModelCatalogue::load_entry(const std::string& model_dir) {
+  const YamlDoc doc = YamlDoc::load((std::filesystem::path(model_dir) / "model.yaml").string());
+  ModelEntry e;
+  e.name = doc.string("name");
+  e.hf_id = doc.optional_string("hf_id").value_or("");
+  e.source = doc.optional_string("source").value_or("");
+  e.dir = model_dir;
+  if (const auto a = doc.find("aliases"); a && a.IsSequence()) {
+    for (const auto& x : a) {
+      if (!x.IsScalar()) throw Error(doc.where("aliases") + ": expected a list of names");
+      e.aliases.push_back(x.Scalar());
+    }
+  }
+  if (const auto p = doc.find("published_parameters"); p && p.IsMap()) {
+    if (doc.has("published_parameters.total")) {
+      e.published_total = parse_number(doc.string("published_parameters.total"),
+                                       doc.where("published_parameters.total"));
+    }
+    if (doc.has("published_parameters.active")) {
+      e.published_active = parse_number(doc.string("published_parameters.active"),
+                                        doc.where("published_parameters.active"));
+    }
+  }
+  return e;
+}
+
+ModelSpec ModelCatalogue::spec_of(const ModelEntry& e) {
+  ModelSpec m = load_model_config((std::filesystem::path(e.dir) / "config.json").string());
+  m.name = e.name;
+  m.hf_id = e.hf_id;
+  return m;
+}
+
 ModelCatalogue ModelCatalogue::load_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw Error(dir + ": model catalogue directory not found");
@@ -507,28 +540,7 @@ ModelCatalogue ModelCatalogue::load_dir(const std::string& dir) {
   std::sort(dirs.begin(), dirs.end());
   ModelCatalogue cat;
   for (const auto& d : dirs) {
-    const YamlDoc doc = YamlDoc::load((d / "model.yaml").string());
-    ModelEntry e;
-    e.name = doc.string("name");
-    e.hf_id = doc.optional_string("hf_id").value_or("");
-    e.source = doc.optional_string("source").value_or("");
-    e.dir = d.string();
-    if (const auto a = doc.find("aliases"); a && a.IsSequence()) {
-      for (const auto& x : a) {
-        if (!x.IsScalar()) throw Error(doc.where("aliases") + ": expected a list of names");
-        e.aliases.push_back(x.Scalar());
-      }
-    }
-    if (const auto p = doc.find("published_parameters"); p && p.IsMap()) {
-      if (doc.has("published_parameters.total")) {
-        e.published_total = parse_number(doc.string("published_parameters.total"),
-                                         doc.where("published_parameters.total"));
-      }
-      if (doc.has("published_parameters.active")) {
-        e.published_active = parse_number(doc.string("published_parameters.active"),
-                                          doc.where("published_parameters.active"));
-      }
-    }
+    ModelEntry e = load_entry(d.string());
     cat.entries_.push_back(std::move(e));
   }
   return cat;
@@ -555,12 +567,7 @@ const ModelEntry* ModelCatalogue::entry(const std::string& wanted) const {
 
 ModelSpec ModelCatalogue::find(const std::string& wanted) const {
   namespace fs = std::filesystem;
-  if (const ModelEntry* e = entry(wanted)) {
-    ModelSpec m = load_model_config((fs::path(e->dir) / "config.json").string());
-    m.name = e->name;
-    m.hf_id = e->hf_id;
-    return m;
-  }
+  if (const ModelEntry* e = entry(wanted)) return spec_of(*e);
   std::error_code ec;
   if (fs::is_directory(wanted, ec)) {
     if (!fs::exists(fs::path(wanted) / "config.json", ec)) {

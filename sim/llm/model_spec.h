@@ -146,6 +146,10 @@ class ModelCatalogue {
  public:
   // Scans `dir`/*/model.yaml (with config.json beside it).
   static ModelCatalogue load_dir(const std::string& dir);
+  // One entry as load_dir reads it from `model_dir`/model.yaml (no check against the others).
+  static ModelEntry load_entry(const std::string& model_dir);
+  // The model of a catalogue entry: its config.json under the entry's name and Hugging Face id.
+  static ModelSpec spec_of(const ModelEntry& e);
   // By catalogue name, Hugging Face id, alias (case-insensitive), or a path to a config.json or
   // a folder holding one. Unknown names throw with "did you mean" and the accepted names.
   ModelSpec find(const std::string& name_or_path) const;

@@ -154,12 +154,15 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         round.size(), threads,
         [&](std::size_t k) {
           Candidate& c = cands[round[k]];
-          c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false);
+          c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,
+                                     space.early_stop);
         },
         {});
     for (std::size_t i : round) {
       Candidate& c = cands[i];
       ++out.searched;
+      out.search_evaluations += static_cast<std::size_t>(c.search.evaluations);
+      out.stopped_early += static_cast<std::size_t>(c.search.stopped_early);
       if (c.search.found) {
         found_costs.push_back(c.usd_per_hour * c.search.best.replicas);
       } else {
@@ -172,7 +175,10 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
                              " replicas (--max-cards " + std::to_string(space.max_cards) + "); worst: " +
                              c.search.best.verdict.worst + " at " +
                              fmt("%.1f", c.search.best.verdict.worst_ratio) + "x its bound, limited by " +
-                             binding_resource(c.search.best.result);
+                             binding_resource(c.search.best.result) +
+                             (c.search.best.result.stopped_early.empty()
+                                  ? ""
+                                  : " (that run stopped early: " + c.search.best.result.stopped_early + ")");
       }
     }
     if (progress) progress(std::min(end, live.size()), live.size(), "searching");

@@ -36,6 +36,11 @@ struct PlanSpace {
   // Seeds per verification run (plan --replications): > 1 decides each option over independent
   // replications instead of one run's batch means (N times the verification cost).
   int replications = 1;
+  // The load-share search's runs stop once they have missed an SLO decisively (EarlyStop): they
+  // decide only whether a candidate at r replicas could meet the SLOs, and a run that stopped
+  // early fails. Verification runs always go to their end (their numbers are printed). false
+  // runs every search run to its end (the tests compare the answers).
+  bool early_stop = true;
 };
 
 // The routers a user would try for this workload: the scenario's router, plus prefix-aware when
@@ -72,6 +77,7 @@ struct PlanOutcome {
   std::vector<std::size_t> ok;    // options meeting the SLOs, cheapest first
   std::size_t searched = 0, skipped = 0, verify_n = 0;
   std::size_t verify_rounds = 0, not_verified = 0, evaluations = 0;
+  std::size_t search_evaluations = 0, stopped_early = 0;  // the load-share search's runs, and those that stopped early
 };
 
 // progress(done, total, "searching" | "verifying"); may be empty.

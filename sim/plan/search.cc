@@ -45,6 +45,11 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.low = i->low;
     d.high = i->high;
   }
+  if (!r.stopped_early.empty() && r.stopped_slo == d.slo) {
+    d.decision = Decision::kFail;
+    d.why = "missed decisively, " + r.stopped_early;
+    return d;
+  }
   if (std::isnan(d.value)) {
     d.decision = Decision::kFail;
     d.why = "no request completed with this statistic";
@@ -141,7 +146,9 @@ SloVerdict check_slos_runs(const scenario::ScenarioSpec& spec, const std::vector
   SloVerdict v;
   const SimulationResult& r = *runs.front();
   bool fail = false, inconclusive = false;
-  for (const SimulationResult* x : runs) fail = fail || x->completed == 0 || x->rejected > 0;
+  for (const SimulationResult* x : runs) {
+    fail = fail || x->completed == 0 || x->rejected > 0 || !x->stopped_early.empty();
+  }
   for (const scenario::SloSpec& s : spec.slos) {
     SloDecision d = decide_slo_replicated(s, runs);
     const double ratio = std::isnan(d.value) ? INFINITY : d.value / s.seconds;
@@ -187,12 +194,31 @@ std::string binding_resource(const SimulationResult& r) {
   return compute >= memory ? "compute" : "memory bandwidth";
 }
 
+std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec) {
+  std::vector<EarlyStop> out;
+  for (const scenario::SloSpec& s : spec.slos) {
+    if (s.statistic.size() < 2 || s.statistic[0] != 'p') continue;  // mean: no share to count
+    EarlyStop e;
+    if (s.metric == "ttft") e.metric = EarlyStop::kTtft;
+    else if (s.metric == "tpot") e.metric = EarlyStop::kTpot;
+    else if (s.metric == "e2el") e.metric = EarlyStop::kE2el;
+    else continue;  // itl pools gaps: no per-request value
+    e.slo = s.metric + "_" + s.statistic;
+    e.quantile = std::atof(s.statistic.c_str() + 1) / 100;
+    e.bound_s = s.seconds;
+    if (e.quantile <= 0 || e.quantile >= 1 || !(e.bound_s > 0)) continue;
+    out.push_back(e);
+  }
+  return out;
+}
+
 Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
-                    int replications) {
+                    int replications, bool early_stop) {
   scenario::ScenarioSpec s = spec;
   s.replicas = replicas;
   scenario::BuiltScenario b = scenario::build_scenario(s);
   b.config.progress = false;
+  if (early_stop) b.config.early_stop = early_stop_rules(spec);
   Evaluation e;
   e.replicas = replicas;
   e.result = simulate(b.config, *b.workload);
@@ -206,6 +232,7 @@ Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optio
     o.seed = s.seed + static_cast<std::uint64_t>(k);
     scenario::BuiltScenario ob = scenario::build_scenario(o);
     ob.config.progress = false;
+    ob.config.early_stop = b.config.early_stop;
     others.push_back(simulate(ob.config, *ob.workload));
   }
   std::vector<const SimulationResult*> runs = {&e.result};
@@ -241,8 +268,8 @@ scenario::ScenarioSpec share_of_load(const scenario::ScenarioSpec& spec, int par
 }
 
 Evaluation evaluate_share(const scenario::ScenarioSpec& spec, int replicas,
-                          std::optional<double> min_goodput) {
-  Evaluation e = evaluate(share_of_load(spec, replicas), 1, min_goodput);
+                          std::optional<double> min_goodput, bool early_stop) {
+  Evaluation e = evaluate(share_of_load(spec, replicas), 1, min_goodput, 1, early_stop);
   e.replicas = replicas;
   e.from_share = replicas > 1;
   return e;
@@ -271,15 +298,16 @@ static void bisect(int lo, Evaluation pass, std::optional<Evaluation> fail_at_lo
 }
 
 ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replicas,
-                              std::optional<double> min_goodput, bool verify) {
+                              std::optional<double> min_goodput, bool verify, bool early_stop) {
   ReplicaSearch out;
   int lo = 0;  // largest count known to fail
   std::optional<Evaluation> fail_at_lo;
   std::optional<Evaluation> pass;
   int r = 1;
   while (r <= max_replicas) {
-    Evaluation e = evaluate_share(spec, r, min_goodput);
+    Evaluation e = evaluate_share(spec, r, min_goodput, early_stop);
     ++out.evaluations;
+    if (!e.result.stopped_early.empty()) ++out.stopped_early;
     if (e.verdict.met) {
       pass = std::move(e);
       break;
@@ -293,8 +321,11 @@ ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replic
     if (fail_at_lo) out.best = std::move(*fail_at_lo);
     return out;
   }
-  bisect(lo, std::move(*pass), std::move(fail_at_lo), out,
-         [&](int n) { return evaluate_share(spec, n, min_goodput); });
+  bisect(lo, std::move(*pass), std::move(fail_at_lo), out, [&](int n) {
+    Evaluation e = evaluate_share(spec, n, min_goodput, early_stop);
+    if (!e.result.stopped_early.empty()) ++out.stopped_early;
+    return e;
+  });
   if (verify) {
     // Shares are an approximation (routing is not a perfect split); the whole cluster decides.
     for (int n = out.best.replicas; n <= max_replicas; ++n) {

@@ -72,8 +72,13 @@ struct Evaluation {
 // Runs the scenario (replicas overridden). Throws capsim::Error for bad input. With
 // `replications` > 1 the seeds seed+1 .. seed+replications-1 run too (one after another, in this
 // thread) and the verdict is decided over all of them; `result` stays the scenario seed's run.
+// With `early_stop` each run may end once it has missed a percentile SLO of ttft, tpot or e2el
+// decisively (EarlyStop, sim/cluster/simulation.h); its verdict is then FAIL, with the reason.
 Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
-                    int replications = 1);
+                    int replications = 1, bool early_stop = false);
+
+// The early-stop rules for the scenario's SLOs (percentile SLOs of ttft, tpot and e2el).
+std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec);
 
 // The scenario's load divided by `parts`: users, concurrency, rate and request count divided
 // (rounded up), a trace slowed down by `parts`. Replicas behind a balancing router serve about
@@ -83,20 +88,22 @@ scenario::ScenarioSpec share_of_load(const scenario::ScenarioSpec& spec, int par
 
 // Like evaluate(), on one replica with 1/replicas of the load (see share_of_load).
 Evaluation evaluate_share(const scenario::ScenarioSpec& spec, int replicas,
-                          std::optional<double> min_goodput);
+                          std::optional<double> min_goodput, bool early_stop = false);
 
 struct ReplicaSearch {
   bool found = false;
   Evaluation best;                 // the fewest replicas that meet the SLOs (if found)
   std::optional<Evaluation> below; // one replica fewer (why more are needed), when > 1
   int evaluations = 0;
+  int stopped_early = 0;           // evaluations that ended early (EarlyStop)
 };
 
 // Fewest replicas in 1..max_replicas meeting the SLOs, searched on load shares
 // (evaluate_share); `verify` re-runs the answer as a whole cluster behind its router and, if
 // that misses the SLOs, keeps adding replicas until it meets them.
+// With `early_stop` its load-share runs may stop early (evaluate); the verification runs do not.
 ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replicas,
-                              std::optional<double> min_goodput, bool verify);
+                              std::optional<double> min_goodput, bool verify, bool early_stop = false);
 
 // Fewest replicas in 1..max_replicas meeting the SLOs as a whole cluster behind spec.router,
 // starting from `start` (a load-share estimate): downwards while one fewer still meets them,

@@ -1,6 +1,13 @@
 #include "sim/scenario/catalogues.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 
 namespace capsim::scenario {
 namespace {
@@ -33,6 +40,84 @@ const ModelCatalogue& models() {
 const EngineCatalogue& engines() {
   static const EngineCatalogue e = EngineCatalogue::load_dir(data_dir() + "/calibration/engines");
   return e;
+}
+
+namespace {
+
+// A catalogue name that can also name a file in the catalogue directory: lower-case letters,
+// digits, '.', '-', '_', not starting with '.' (so never a path).
+bool file_name_key(const std::string& key) {
+  if (key.empty() || key.front() == '.') return false;
+  return std::all_of(key.begin(), key.end(), [](unsigned char c) {
+    return std::islower(c) || std::isdigit(c) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::mutex& lazy_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+const Card& find_card(const std::string& name) {
+  const std::string key = lower(name);
+  if (file_name_key(key)) {
+    static std::map<std::string, std::unique_ptr<const Card>> loaded;  // by key
+    std::lock_guard<std::mutex> lock(lazy_mutex());
+    if (const auto it = loaded.find(key); it != loaded.end()) return *it->second;
+    const std::string dir = data_dir() + "/calibration/cards";
+    const std::string file = dir + "/" + key + ".yaml";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec)) {
+      auto c = std::make_unique<const Card>(CardCatalogue::load_catalogue_file(dir, file));
+      if (lower(c->name) == key) return *loaded.emplace(key, std::move(c)).first->second;
+    }
+  }
+  return cards().find(name);
+}
+
+ModelSpec find_model(const std::string& name) {
+  const std::string key = lower(name);
+  if (file_name_key(key)) {
+    static std::map<std::string, ModelEntry> loaded;  // by key
+    std::optional<ModelEntry> entry;
+    {
+      std::lock_guard<std::mutex> lock(lazy_mutex());
+      if (const auto it = loaded.find(key); it != loaded.end()) {
+        entry = it->second;
+      } else {
+        const std::string dir = data_dir() + "/models/" + key;
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(dir + "/model.yaml", ec)) {
+          ModelEntry e = ModelCatalogue::load_entry(dir);
+          if (lower(e.name) == key) entry = loaded.emplace(key, std::move(e)).first->second;
+        }
+      }
+    }
+    if (entry) return ModelCatalogue::spec_of(*entry);
+  }
+  return models().find(name);
+}
+
+const EngineProfile& find_engine(const std::string& name) {
+  if (file_name_key(name)) {
+    static std::map<std::string, std::unique_ptr<const EngineProfile>> loaded;  // by name
+    std::lock_guard<std::mutex> lock(lazy_mutex());
+    if (const auto it = loaded.find(name); it != loaded.end()) return *it->second;
+    const std::string file = data_dir() + "/calibration/engines/" + name + ".yaml";
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec)) {
+      auto e = std::make_unique<const EngineProfile>(EngineCatalogue::load_file(file));
+      if (e->name == name) return *loaded.emplace(name, std::move(e)).first->second;
+    }
+  }
+  return engines().find(name);
 }
 
 const KvLinkCatalogue& kv_links() {

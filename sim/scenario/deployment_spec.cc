@@ -106,10 +106,10 @@ SpeculativeConfig parse_speculative(const std::string& json, const std::optional
 
 Deployment DeploymentSpec::resolve() const {
   Deployment d;
-  d.card = cards().find(card);
-  d.model = models().find(model);
+  d.card = find_card(card);
+  d.model = find_model(model);
   // A path to an engine YAML (calibration/engines format) runs a profile outside the catalogue.
-  d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : engines().find(engine);
+  d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : find_engine(engine);
   d.tp = tp;
   d.pp = pp;
   d.dp = dp;

@@ -463,13 +463,13 @@ void validate_names(const ScenarioSpec& s) {
       throw Error(msg.rfind("--", 0) == 0 ? msg : std::string(flag) + ": " + msg);
     }
   };
-  named("--model", [&] { models().find(s.deployment.model); });
-  named("--card", [&] { cards().find(s.deployment.card); });
+  named("--model", [&] { find_model(s.deployment.model); });
+  named("--card", [&] { find_card(s.deployment.card); });
   const std::string& eng = s.deployment.engine;
   named("--engine", [&] {
-    if (is_engine_file(eng)) EngineCatalogue::load_file(eng); else engines().find(eng);
+    if (is_engine_file(eng)) EngineCatalogue::load_file(eng); else find_engine(eng);
   });
-  for (const auto& g : s.extra_groups) named("deployment.card", [&] { cards().find(g.card); });
+  for (const auto& g : s.extra_groups) named("deployment.card", [&] { find_card(g.card); });
   named("--router", [&] { make_router(s.router); });
   if (s.serving == "pd-disaggregated") {
     named("--kv-link", [&] { kv_links().find(s.kv_link); });
@@ -479,8 +479,8 @@ void validate_names(const ScenarioSpec& s) {
 }
 
 void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given) {
-  const Card& old_card = cards().find(from_file.card);
-  const Card& new_card = cards().find(s.deployment.card);
+  const Card& old_card = find_card(from_file.card);
+  const Card& new_card = find_card(s.deployment.card);
   if (old_card.name == new_card.name) return;
   const auto is_default_half = [&](const std::string& v) {
     return v == "auto" || parse_precision(v, "deployment") == native_half(old_card);
@@ -489,7 +489,7 @@ void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, cons
   if (!given.kv_cache && is_default_half(from_file.kv_cache)) s.deployment.kv_cache = "auto";
   const std::string& eng = from_file.engine;
   const SchedulerLimits old_defaults =
-      default_limits(old_card, is_engine_file(eng) ? EngineCatalogue::load_file(eng) : engines().find(eng));
+      default_limits(old_card, is_engine_file(eng) ? EngineCatalogue::load_file(eng) : find_engine(eng));
   if (!given.max_num_seqs && from_file.max_num_seqs == old_defaults.max_num_seqs) {
     s.deployment.max_num_seqs.reset();
   }

@@ -30,6 +30,12 @@ struct Request {
   std::uint32_t turn = 0;        // turn within the user's session (0 = first)
   // Multi-LoRA serving: the adapter the request names (0..N-1), -1 = the base model.
   std::int32_t adapter = -1;
+  // A cache, not content: the chained KV-block hashes of the prompt's first blocks at
+  // `hashed_block_size` tokens a block, filled by the prefix-aware router
+  // (Replica::cached_prefix_blocks_keep) so that the other replicas it asks, and the engine
+  // that admits the request, do not hash the prompt again. Empty: not computed.
+  std::vector<std::uint64_t> block_hashes;
+  std::int64_t hashed_block_size = 0;
   // Leading prompt tokens whose KV another instance computed and sent (a disaggregated decode
   // pool's request: cluster/disaggregation.h). The replica allocates their blocks at admission
   // and computes only the rest. 0 for every request a workload generates.

@@ -264,6 +264,16 @@ TEST_CASE("replica: prefix cache — a shared 320-token system prompt is compute
   for (std::uint64_t i = 0; i < 3; ++i) CHECK(h.rec().get(i).generated == 2);
   // What a router sees afterwards: S's 20 blocks (capped at floor((370-1)/16) = 23 -> 20).
   CHECK(h.replica().cached_prefix_blocks(request(9, 0, 370, 1, with_system(9, 50, 1))) == 20);
+  // The router's variant gives the same answer and keeps the 23 prompt hashes in the request
+  // (recomputed only for another block size); asked again, it reuses them.
+  Request q = request(9, 0, 370, 1, with_system(9, 50, 1));
+  CHECK(h.replica().cached_prefix_blocks_keep(q) == 20);
+  CHECK(q.block_hashes.size() == 23);
+  CHECK(q.hashed_block_size == 16);
+  const std::vector<std::uint64_t> kept = q.block_hashes;
+  q.hashed_block_size = 32;  // as if hashed by a replica with 32-token blocks: not reused
+  CHECK(h.replica().cached_prefix_blocks_keep(q) == 20);
+  CHECK(q.block_hashes == kept);
 }
 
 TEST_CASE("replica: prefix blocks are published at scheduling time", "[engine][replica][prefix]") {
