@@ -228,6 +228,7 @@ TEST_CASE("launch: speculative decoding and LoRA print vLLM's flags as simulated
     REQUIRE(c.notes.size() == 1);
     CHECK(c.notes[0].find("--lora-modules NAME=PATH") != std::string::npos);
   }
+}
 
 TEST_CASE("launch: pipeline, data and expert parallelism print vLLM's flags, all documented", "[launch][parallelism]") {
   const std::set<std::string> vllm = documented("vllm-serve-flags.yaml");
