@@ -19,11 +19,12 @@ class RoundRobin : public Router {
   std::uint64_t next_ = 0;
 };
 
-// Fewest unfinished requests (waiting + running); ties go to the lowest index.
+// Fewest unfinished requests sent (in the front end, waiting or running); ties go to the
+// lowest index.
 std::uint32_t least_outstanding(const std::vector<std::unique_ptr<Replica>>& rs) {
   std::uint32_t best = 0;
   for (std::uint32_t i = 1; i < rs.size(); ++i) {
-    if (rs[i]->outstanding() < rs[best]->outstanding()) best = i;
+    if (rs[i]->routed_load() < rs[best]->routed_load()) best = i;
   }
   return best;
 }
@@ -47,7 +48,7 @@ class PrefixAware : public Router {
     for (std::uint32_t i = 0; i < rs.size(); ++i) {
       if (i == idle) continue;
       const std::int64_t hit = rs[i]->cached_prefix_blocks_keep(r);
-      if (hit > best_hit && rs[i]->outstanding() <= 2 * rs[idle]->outstanding() + 8) {
+      if (hit > best_hit && rs[i]->routed_load() <= 2 * rs[idle]->routed_load() + 8) {
         best = i;
         best_hit = hit;
       }
@@ -76,7 +77,7 @@ class SizeAware : public Router {
     for (std::uint32_t i = 0; i < rs.size(); ++i) {
       const bool big = rs[i]->kv().num_blocks() == largest;
       if (!uniform && big != long_request) continue;
-      if (best < 0 || rs[i]->outstanding() < rs[static_cast<std::size_t>(best)]->outstanding()) best = i;
+      if (best < 0 || rs[i]->routed_load() < rs[static_cast<std::size_t>(best)]->routed_load()) best = i;
     }
     return static_cast<std::uint32_t>(best);
   }

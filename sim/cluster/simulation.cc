@@ -350,6 +350,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                                                              static_cast<double>(r.prompt_tokens));
     if (frontend > 0) {
       const std::uint64_t held = hold(std::move(r));
+      replicas_[target]->note_routed();
       queue_.push(now + frontend, kEngineArrival, target, held);
       return;
     }
@@ -380,11 +381,13 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       kv_bytes_ += bytes;
       handoff_.add(to_seconds(at - d.arrival));
     }
+    replicas_[target]->note_routed();
     queue_.push(at, kEngineArrival, target, hold(std::move(d)));
   }
 
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
     Request r = take(slot);
+    replicas_[target]->note_delivered();
     if (live_ && undelivered_aborts_.erase(r.id)) {  // the client left during the front end
       --in_flight_;
       return;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/invariant.h"
 #include "sim/core/stats.h"
 #include "sim/core/time.h"
 #include "sim/core/weighted_samples.h"
@@ -175,6 +176,17 @@ class Replica {
   SimTime fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs);
 
   std::size_t outstanding() const { return running_.size() + waiting_.size(); }
+  // Requests a router sent here that have not reached the engine core yet (in the API server's
+  // front end, or a decode pool's KV transfer). A router counts what it has sent and not seen
+  // finish; counting only the engine's queues sends every request of a burst to one replica,
+  // because none of them has arrived when the next is routed.
+  void note_routed() { ++routed_in_transit_; }
+  void note_delivered() {
+    CAPSIM_INVARIANT(routed_in_transit_ > 0, "a routed request reached its engine twice");
+    --routed_in_transit_;
+  }
+  // What a load-balancing router compares: unfinished requests sent to this replica.
+  std::size_t routed_load() const { return outstanding() + routed_in_transit_; }
   std::size_t running_count() const { return running_.size(); }
   // Removes request `id` from the waiting queue or the running batch and frees its KV blocks, as
   // vLLM's abort does (a prefix-cached block stays cached). A running request while a step is in
@@ -259,6 +271,7 @@ class Replica {
   std::vector<std::int32_t> free_slots_;
   std::vector<std::int32_t> running_;
   std::deque<std::int32_t> waiting_;
+  std::size_t routed_in_transit_ = 0;
   StepPlan plan_;
   bool stepping_ = false;
   SimTime step_start_ = 0;

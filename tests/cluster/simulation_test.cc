@@ -441,6 +441,23 @@ TEST_CASE("router: round-robin alternates; least-outstanding picks the idlest",
   }
 }
 
+TEST_CASE("router: a burst is spread while its requests are still in the front end",
+          "[cluster][router]") {
+  // Eight requests at the same instant, four replicas, a 2 ms API-server front end: none has
+  // reached an engine when the next is routed. The router counts what it has sent, so
+  // least-outstanding deals them out 0,1,2,3,0,1,2,3 (ties to the lowest index) — two per
+  // replica. Counting only the engines' queues sent all eight to replica 0.
+  Deployment d = deployment();
+  d.engine.frontend_s = 0.002;
+  std::vector<Request> rs;
+  for (std::uint64_t i = 0; i < 8; ++i) rs.push_back(request(i, 0, 100, 10));
+  for (const std::string router : {"least-outstanding", "prefix-aware", "size-aware"}) {
+    ScriptedWorkload w(rs);
+    const auto r = simulate(single(d, 4, router), w);
+    CHECK(replicas_of(r) == std::vector<std::uint32_t>{0, 1, 2, 3, 0, 1, 2, 3});
+  }
+}
+
 TEST_CASE("router: least-outstanding balances a loaded cluster", "[cluster][router]") {
   // 4 replicas, 4000 Poisson requests at 100 req/s: each should get a quarter, +-10%.
   OpenLoopConfig o = open_loop(100, 4000, 9);
