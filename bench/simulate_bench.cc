@@ -111,10 +111,12 @@ int main(int argc, char** argv) {
         const capsim::plan::PlanOutcome o = capsim::plan::search_plan(chat_plan, space, prices, {});
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-        std::printf("%-44s wall %8.3f s  cpu %8.3f s  %zu searched, %zu search runs (%zu stopped early), "
-                    "%zu verification runs, %zu options\n",
+        std::printf("%-44s wall %8.3f s  cpu %8.3f s  %zu searched, %zu search runs (%zu stopped early; "
+                    "%lld requests, %lld steps), %zu verification runs (%lld requests, %lld steps), %zu options\n",
                     early ? "plan chatbot-500-users, all cards" : "  the same, no early stops", wall, cpu,
-                    o.searched, o.search_evaluations, o.stopped_early, o.evaluations, o.ok.size());
+                    o.searched, o.search_evaluations, o.stopped_early, static_cast<long long>(o.search_requests),
+                    static_cast<long long>(o.search_steps), o.evaluations, static_cast<long long>(o.verify_requests),
+                    static_cast<long long>(o.verify_steps), o.ok.size());
       }
     }
   } catch (const std::exception& e) {

@@ -1,8 +1,5 @@
 #include "sim/plan/planner.h"
 
-#include <future>
-#include <mutex>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -163,6 +160,8 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       ++out.searched;
       out.search_evaluations += static_cast<std::size_t>(c.search.evaluations);
       out.stopped_early += static_cast<std::size_t>(c.search.stopped_early);
+      out.search_requests += c.search.simulated_requests;
+      out.search_steps += c.search.simulated_steps;
       if (c.search.found) {
         found_costs.push_back(c.usd_per_hour * c.search.best.replicas);
       } else {
@@ -226,77 +225,51 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       round.push_back(ok[next++]);
     }
     if (round.empty()) break;
-    std::vector<ReplicaSearch> results(round.size() * routers.size());
-    // One replica behind any router is the same run (every router sends every request to it), so
-    // the routers' searches of an option share it: the first to need it runs it, the others wait
-    // for that run. Not with extra card groups (then one replica of the option is not alone).
-    struct SharedRun {
-      std::mutex mutex;
-      std::optional<std::shared_future<Evaluation>> run;
-    };
-    std::vector<SharedRun> one_replica(round.size());
+    // Each option's routers are searched together (search_routers): the winner and its runs are
+    // what each router's own search would give, without finishing searches that can no longer win.
+    std::vector<RoutersSearch> results(round.size());
     run_parallel(
-        results.size(), threads,
+        round.size(), threads,
         [&](std::size_t k) {
-          const Candidate& from = cands[round[k / routers.size()]];
-          Candidate c;  // the deployment only: no copy of the search's results
-          c.card = from.card;
-          c.tp = from.tp;
-          c.weights = from.weights;
-          c.kv = from.kv;
-          c.router = routers[k % routers.size()];
-          const int by_cards = std::max(1, space.max_cards / c.tp);
-          const scenario::ScenarioSpec spec = spec_of(base, c);
-          SharedRun& shared = one_replica[k / routers.size()];
-          const auto evaluator = [&](int n) -> Evaluation {
-            if (n != 1 || routers.size() < 2 || !spec.extra_groups.empty()) {
-              return evaluate(spec, n, space.min_goodput, space.replications);
-            }
-            std::promise<Evaluation> mine;
-            std::shared_future<Evaluation> run;
-            bool runs_here = false;
-            {
-              std::lock_guard<std::mutex> lock(shared.mutex);
-              if (!shared.run) {
-                shared.run = mine.get_future().share();
-                runs_here = true;
-              }
-              run = *shared.run;
-            }
-            if (runs_here) {
-              try {
-                mine.set_value(evaluate(spec, 1, space.min_goodput, space.replications));
-              } catch (...) {
-                mine.set_exception(std::current_exception());
-              }
-            }
-            return run.get();
-          };
-          results[k] = search_whole_cluster(spec, from.search.best.replicas, by_cards, space.min_goodput,
-                                            space.replications, evaluator);
+          const Candidate& from = cands[round[k]];
+          std::vector<scenario::ScenarioSpec> specs;
+          for (const std::string& router : routers) {
+            Candidate c;  // the deployment only: no copy of the search's results
+            c.card = from.card;
+            c.tp = from.tp;
+            c.weights = from.weights;
+            c.kv = from.kv;
+            c.router = router;
+            specs.push_back(spec_of(base, c));
+          }
+          const int by_cards = std::max(1, space.max_cards / from.tp);
+          // One replica behind any router is the same run (every router sends every request to
+          // it); not with extra card groups (then one replica of the option is not alone).
+          const bool shared = routers.size() >= 2 && specs.front().extra_groups.empty();
+          results[k] = search_routers(
+              routers.size(), from.search.best.replicas, by_cards,
+              [&](std::size_t r, int n) { return evaluate(specs[r], n, space.min_goodput, space.replications); },
+              shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
         },
         {});
     for (std::size_t i = 0; i < round.size(); ++i) {
       Candidate& c = cands[round[i]];
+      RoutersSearch& rs = results[i];
       c.estimated_replicas = c.search.best.replicas;
-      int pick = -1;
+      out.evaluations += static_cast<std::size_t>(rs.evaluations);
+      out.verify_requests += rs.simulated_requests;
+      out.verify_steps += rs.simulated_steps;
       for (std::size_t r = 0; r < routers.size(); ++r) {
-        const ReplicaSearch& rs = results[i * routers.size() + r];
-        c.router_replicas.emplace_back(routers[r], rs.found ? rs.best.replicas : 0);
-        out.evaluations += static_cast<std::size_t>(rs.evaluations);
-        if (rs.found && (pick < 0 || rs.best.replicas < results[i * routers.size() + static_cast<std::size_t>(pick)].best.replicas)) {
-          pick = static_cast<int>(r);
-        }
+        c.router_replicas.push_back({routers[r], rs.routers[r].replicas, rs.routers[r].at_least});
       }
-      if (pick < 0) {
+      c.search = std::move(rs.search);
+      if (!rs.found) {
         c.rejected = true;
         c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the load-share "
                    "estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
-        c.search = std::move(results[i * routers.size()]);
         continue;
       }
-      c.router = routers[static_cast<std::size_t>(pick)];
-      c.search = std::move(results[i * routers.size() + static_cast<std::size_t>(pick)]);
+      c.router = routers[rs.router];
       c.verified = true;
       verified.push_back(round[i]);
     }

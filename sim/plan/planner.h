@@ -57,8 +57,15 @@ struct Candidate {
   ReplicaSearch search;
   bool verified = false;
   std::string router;       // the router of the verified answer
-  // Per router tried: the verified replicas, or 0 when none within max_replicas met the SLOs.
-  std::vector<std::pair<std::string, int>> router_replicas;
+  // Per router tried: the verified replicas (0 when none within max_replicas met the SLOs), or,
+  // for a router whose search stopped once it could no longer win (search_routers), at_least:
+  // a lower bound on the replicas it needs, not below the winner's.
+  struct RouterTried {
+    std::string router;
+    int replicas = 0;
+    int at_least = 0;
+  };
+  std::vector<RouterTried> router_replicas;
   int estimated_replicas = 0;  // from the load-share search, before verification
   double usd_per_hour = 0;  // per replica
   int max_replicas = 1;
@@ -78,6 +85,9 @@ struct PlanOutcome {
   std::size_t searched = 0, skipped = 0, verify_n = 0;
   std::size_t verify_rounds = 0, not_verified = 0, evaluations = 0;
   std::size_t search_evaluations = 0, stopped_early = 0;  // the load-share search's runs, and those that stopped early
+  // Work done, whatever the machine's load: requests that arrived and engine steps simulated, in
+  // the load-share search and in verification.
+  std::int64_t search_requests = 0, search_steps = 0, verify_requests = 0, verify_steps = 0;
 };
 
 // progress(done, total, "searching" | "verifying"); may be empty.

@@ -4,6 +4,7 @@
 // never make latency worse (true for the routers capsim has, up to simulation noise).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -96,6 +97,15 @@ struct ReplicaSearch {
   std::optional<Evaluation> below; // one replica fewer (why more are needed), when > 1
   int evaluations = 0;
   int stopped_early = 0;           // evaluations that ended early (EarlyStop)
+  // Over all its evaluations: requests that arrived and engine steps simulated (the work done,
+  // whatever the machine's load).
+  std::int64_t simulated_requests = 0, simulated_steps = 0;
+  void count(const Evaluation& e) {
+    ++evaluations;
+    if (!e.result.stopped_early.empty()) ++stopped_early;
+    simulated_requests += e.result.arrived;
+    simulated_steps += e.result.steps;
+  }
 };
 
 // Fewest replicas in 1..max_replicas meeting the SLOs, searched on load shares
@@ -113,6 +123,33 @@ ReplicaSearch search_replicas(const scenario::ScenarioSpec& spec, int max_replic
 ReplicaSearch search_whole_cluster(const scenario::ScenarioSpec& spec, int start, int max_replicas,
                                    std::optional<double> min_goodput, int replications = 1,
                                    const std::function<Evaluation(int)>& evaluator = {});
+
+// search_whole_cluster behind several routers at once, for the one needing the fewest replicas
+// (ties: the lower index, routers[0] being the scenario's). Gives exactly the winner, its best and
+// below runs and the replica counts that search_whole_cluster would give router by router, without
+// finishing the searches that can no longer win (a cut router would need more replicas than the
+// winner, or as many with a higher index; see search.cc for why each cut is exact).
+struct RouterOutcome {
+  int replicas = 0;  // fewest meeting the SLOs (0: none within max_replicas), when known
+  // > 0: not searched further, as it could no longer win: it needs at least this many replicas,
+  // more than the winner, or as many with a higher index (a tie at best).
+  int at_least = 0;
+};
+struct RoutersSearch {
+  bool found = false;
+  std::size_t router = 0;             // the winner (when found)
+  ReplicaSearch search;               // the winner's, as search_whole_cluster gives it; routers[0]'s when none found
+  std::vector<RouterOutcome> routers; // per router, in the order given
+  int evaluations = 0;                // simulations run (a shared one-replica run counts once)
+  std::int64_t simulated_requests = 0, simulated_steps = 0;  // over those simulations
+};
+// eval(router, n): the whole cluster of n replicas behind that router (as search_whole_cluster's
+// evaluator). With `one_replica_shared`, one replica is the same run behind every router (no other
+// card groups), run once. Runs of one step of the search go on up to `threads` threads; results do
+// not depend on the thread count.
+RoutersSearch search_routers(std::size_t routers, int start, int max_replicas,
+                             const std::function<Evaluation(std::size_t, int)>& eval, bool one_replica_shared,
+                             unsigned threads);
 
 // Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not
 // depend on the thread count. `progress(done, total)` is called from a watcher thread.

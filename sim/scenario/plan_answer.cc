@@ -185,7 +185,13 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
                         {"result", evaluation_json(e)}};
     if (users) x["usd_per_user_per_month"] = usd_h * kHoursPerMonth / *users;
     nlohmann::json tried = nlohmann::json::array();
-    for (const auto& [router, n] : c.router_replicas) tried.push_back({{"router", router}, {"replicas", n}});
+    for (const Candidate::RouterTried& t : c.router_replicas) {
+      if (t.at_least > 0) {
+        tried.push_back({{"router", t.router}, {"replicas", nullptr}, {"at_least", t.at_least}});
+      } else {
+        tried.push_back({{"router", t.router}, {"replicas", t.replicas}});
+      }
+    }
     x["routers_tried"] = tried;
     // Energy: every card of the deployment at TDP while busy (busy share of the run).
     const Card& card = cards().find(c.card);
