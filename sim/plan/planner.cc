@@ -128,59 +128,73 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     return v[static_cast<std::size_t>(space.top - 1)];
   };
   constexpr std::size_t kRound = 4;
-  for (std::size_t start = 0; start < live.size(); start += kRound) {
-    const std::size_t end = std::min(live.size(), start + kRound);
-    const double limit = bound();
-    std::vector<std::size_t> round;
-    for (std::size_t k = start; k < end; ++k) {
-      Candidate& c = cands[live[k]];
-      const int by_cards = std::max(1, space.max_cards / c.tp);
-      const int by_cost = std::isinf(limit) ? by_cards
-                                            : static_cast<int>(std::floor(limit / c.usd_per_hour + 1e-9));
-      if (by_cost < 1) {
-        c.rejected = true;
-        c.reason = "not searched: one replica costs more than the " + std::to_string(space.top) +
-                   " cheapest options found";
-        ++out.skipped;
-        continue;
+  std::size_t start = 0;
+  while (start < live.size()) {
+    // Rounds run as one batch while their limit is certainly infinite: fewer than `top` options
+    // can have been found before them, whatever this batch's earlier rounds find (each searched
+    // candidate adds at most one). So each round's candidates and limits are those of running the
+    // rounds one by one; a batch only lets the threads work through the rounds without waiting at
+    // each round's end for its slowest candidate.
+    std::vector<std::size_t> batch;
+    std::vector<std::pair<std::size_t, std::size_t>> rounds;  // (first in batch, round's end in live)
+    do {
+      const std::size_t end = std::min(live.size(), start + kRound);
+      const double limit = bound();
+      rounds.emplace_back(batch.size(), end);
+      for (std::size_t k = start; k < end; ++k) {
+        Candidate& c = cands[live[k]];
+        const int by_cards = std::max(1, space.max_cards / c.tp);
+        const int by_cost = std::isinf(limit) ? by_cards
+                                              : static_cast<int>(std::floor(limit / c.usd_per_hour + 1e-9));
+        if (by_cost < 1) {
+          c.rejected = true;
+          c.reason = "not searched: one replica costs more than the " + std::to_string(space.top) +
+                     " cheapest options found";
+          ++out.skipped;
+          continue;
+        }
+        c.max_replicas = std::min(by_cards, by_cost);
+        batch.push_back(live[k]);
       }
-      c.max_replicas = std::min(by_cards, by_cost);
-      round.push_back(live[k]);
-    }
+      start = end;
+    } while (start < live.size() && found_costs.size() + batch.size() < static_cast<std::size_t>(space.top));
     run_parallel(
-        round.size(), threads,
+        batch.size(), threads,
         [&](std::size_t k) {
-          Candidate& c = cands[round[k]];
+          Candidate& c = cands[batch[k]];
           c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,
                                      space.early_stop);
         },
         {});
-    for (std::size_t i : round) {
-      Candidate& c = cands[i];
-      ++out.searched;
-      out.search_evaluations += static_cast<std::size_t>(c.search.evaluations);
-      out.stopped_early += static_cast<std::size_t>(c.search.stopped_early);
-      out.search_requests += c.search.simulated_requests;
-      out.search_steps += c.search.simulated_steps;
-      if (c.search.found) {
-        found_costs.push_back(c.usd_per_hour * c.search.best.replicas);
-      } else {
-        c.rejected = true;
-        const bool cost_capped = c.max_replicas < std::max(1, space.max_cards / c.tp);
-        c.reason = cost_capped
-                       ? "not among the " + std::to_string(space.top) + " cheapest: misses the SLOs with the " +
-                             std::to_string(c.max_replicas) + " replicas that would still rank"
-                       : "misses the SLOs even with " + std::to_string(c.search.best.replicas) +
-                             " replicas (--max-cards " + std::to_string(space.max_cards) + "); worst: " +
-                             c.search.best.verdict.worst + " at " +
-                             fmt("%.1f", c.search.best.verdict.worst_ratio) + "x its bound, limited by " +
-                             binding_resource(c.search.best.result) +
-                             (c.search.best.result.stopped_early.empty()
-                                  ? ""
-                                  : " (that run stopped early: " + c.search.best.result.stopped_early + ")");
+    for (std::size_t r = 0; r < rounds.size(); ++r) {
+      const std::size_t to = r + 1 < rounds.size() ? rounds[r + 1].first : batch.size();
+      for (std::size_t k = rounds[r].first; k < to; ++k) {
+        Candidate& c = cands[batch[k]];
+        ++out.searched;
+        out.search_evaluations += static_cast<std::size_t>(c.search.evaluations);
+        out.stopped_early += static_cast<std::size_t>(c.search.stopped_early);
+        out.search_requests += c.search.simulated_requests;
+        out.search_steps += c.search.simulated_steps;
+        if (c.search.found) {
+          found_costs.push_back(c.usd_per_hour * c.search.best.replicas);
+        } else {
+          c.rejected = true;
+          const bool cost_capped = c.max_replicas < std::max(1, space.max_cards / c.tp);
+          c.reason = cost_capped
+                         ? "not among the " + std::to_string(space.top) + " cheapest: misses the SLOs with the " +
+                               std::to_string(c.max_replicas) + " replicas that would still rank"
+                         : "misses the SLOs even with " + std::to_string(c.search.best.replicas) +
+                               " replicas (--max-cards " + std::to_string(space.max_cards) + "); worst: " +
+                               c.search.best.verdict.worst + " at " +
+                               fmt("%.1f", c.search.best.verdict.worst_ratio) + "x its bound, limited by " +
+                               binding_resource(c.search.best.result) +
+                               (c.search.best.result.stopped_early.empty()
+                                    ? ""
+                                    : " (that run stopped early: " + c.search.best.result.stopped_early + ")");
+        }
       }
+      if (progress) progress(rounds[r].second, live.size(), "searching");
     }
-    if (progress) progress(std::min(end, live.size()), live.size(), "searching");
   }
   const auto rank = [&](std::vector<std::size_t>& idx) {
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
@@ -217,12 +231,22 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
   // output — does not depend on the machine.
   const std::size_t round_width = kRound;
   while (next < ok.size()) {
-    const double limit = verified_bound();
-    std::vector<std::size_t> round;
-    while (next < ok.size() && round.size() < round_width) {
-      Candidate& c = cands[ok[next]];
-      if (c.option_usd_per_hour() >= limit) break;
-      round.push_back(ok[next++]);
+    // As in the search: rounds run as one batch while their limit is certainly infinite (fewer
+    // than `top` options verified before them, whatever the batch's earlier rounds verify), so
+    // the options verified are those of verifying round by round.
+    std::vector<std::size_t> round;  // this batch's options, round after round
+    std::vector<std::size_t> round_next;  // `next` after each round
+    for (;;) {
+      const double limit = verified_bound();
+      const std::size_t before = round.size();
+      while (next < ok.size() && round.size() - before < round_width) {
+        Candidate& c = cands[ok[next]];
+        if (c.option_usd_per_hour() >= limit) break;
+        round.push_back(ok[next++]);
+      }
+      if (round.size() == before) break;
+      round_next.push_back(next);
+      if (next >= ok.size() || verified.size() + round.size() >= static_cast<std::size_t>(space.top)) break;
     }
     if (round.empty()) break;
     // Each option's routers are searched together (search_routers): the winner and its runs are
@@ -273,8 +297,10 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       c.verified = true;
       verified.push_back(round[i]);
     }
-    ++out.verify_rounds;
-    if (progress) progress(std::min(next, ok.size()), ok.size(), "verifying");
+    for (const std::size_t after : round_next) {
+      ++out.verify_rounds;
+      if (progress) progress(std::min(after, ok.size()), ok.size(), "verifying");
+    }
   }
   for (std::size_t k = next; k < ok.size(); ++k) {
     Candidate& c = cands[ok[k]];
