@@ -3,6 +3,7 @@
 # scripts/sanitize.sh: one compile serves both) and runs each for SECONDS (default 60) on one
 # core, seeding its corpus from the repository's own files.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        (default: every target)
+#   RUNS=1000000 scripts/fuzz.sh 0 [TARGET...]   each target to RUNS executions instead of a time
 # Prints one line per target: executions reached, corpus size, and whether it crashed. A crash
 # leaves its input in build-asan/crashes/TARGET/; turn it into a regression test (tests/) and fix
 # it. Exit status 1 when any target crashed. BUILD_DIR overrides the build folder.
@@ -12,7 +13,7 @@ seconds="${1:-60}"
 shift || true
 build="${BUILD_DIR:-build-asan}"
 all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
-     fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http)
+     fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http fuzz_sweep fuzz_openai_request)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -50,6 +51,8 @@ for t in "${targets[@]}"; do
       seed "$t" 01 fuzz/seeds/fuzz_json_results/*.json ;;
     fuzz_expressions) seed "$t" "" fuzz/seeds/fuzz_expressions/* ;;
     fuzz_http) seed "$t" "" fuzz/seeds/fuzz_http/* ;;
+    fuzz_sweep) seed "$t" "" workloads/sweeps/*.yaml fuzz/seeds/fuzz_sweep/* ;;
+    fuzz_openai_request) seed "$t" "" fuzz/seeds/fuzz_openai_request/* ;;
   esac
 done
 
@@ -61,7 +64,9 @@ for t in "${targets[@]}"; do
   log="$build/fuzz-$t.log"
   # -rss_limit_mb and -timeout turn an input that eats memory or hangs into a finding too.
   set +e
-  "$build/fuzz/$t" "$build/corpus/$t" -max_total_time="$seconds" \
+  if [ -n "${RUNS:-}" ]; then budget=(-runs="$RUNS"); else budget=(-max_total_time="$seconds"); fi
+  start=$(date +%s)
+  "$build/fuzz/$t" "$build/corpus/$t" "${budget[@]}" \
       -rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1 \
       -artifact_prefix="$build/crashes/$t/" >"$log" 2>&1
   rc=$?
@@ -69,6 +74,6 @@ for t in "${targets[@]}"; do
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   corpus=$(ls "$build/corpus/$t" | wc -l)
   if [ $rc -eq 0 ]; then verdict="ok"; else verdict="CRASH (rc $rc, see $log)"; status=1; fi
-  printf '%-20s %12s executions in %ss, corpus %5s files: %s\n' "$t" "${runs:-?}" "$seconds" "$corpus" "$verdict"
+  printf '%-20s %12s executions in %ss, corpus %5s files: %s\n' "$t" "${runs:-?}" "$(( $(date +%s) - start ))" "$corpus" "$verdict"
 done
 exit $status

@@ -1049,6 +1049,21 @@ def breakdown_table(rows, title, keyf):
     return "\n".join(lines)
 
 
+def tp_class(r):
+    return "TP1" if r["tp"] == 1 else "TP>1"
+
+
+def offline_shape(r):
+    """Issue #9's split of the offline rows: decode-heavy (OSL >= ISL) or prefill-heavy."""
+    isl, osl = (int(x) for x in r["setting"].split("/"))
+    return "decode-heavy" if osl >= isl else "prefill-heavy"
+
+
+def batch_cap(r):
+    """What capped the simulated batch (Validator.offline_args's cap text)."""
+    return "KV-capped" if "= KV at full length" in r["diagnosis"] else "max_batch_size-capped"
+
+
 def simulation_report(v):
     L = []
     A = L.append
@@ -1149,6 +1164,17 @@ def simulation_report(v):
     A(breakdown_table(off, "model, TP", lambda r: f"{r['model']}, TP{r['tp']}"))
     A("")
     A(breakdown_table(off, "TP", lambda r: f"TP{r['tp']}"))
+    A("")
+    # Issue #9's shape split, crossed with TP and with the KV dtype and what capped the batch:
+    # the decode-heavy bias sits in the TP>1 rows, and within them in the 16-bit rows and the
+    # rows whose batch the KV cache caps (docs/cost-model.md#trt-llm-decode-attention).
+    A(breakdown_table(off, "TP, shape", lambda r: f"{tp_class(r)}, {offline_shape(r)}"))
+    A("")
+    A(breakdown_table(off, "weights and KV, TP, shape",
+                      lambda r: f"{r['weights']}, {tp_class(r)}, {offline_shape(r)}"))
+    A("")
+    A(breakdown_table(off, "batch cap, TP, shape",
+                      lambda r: f"{batch_cap(r)}, {tp_class(r)}, {offline_shape(r)}"))
     A("")
     A("#### Sensitivity to the reproduction choices")
     A("")

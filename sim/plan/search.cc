@@ -627,7 +627,9 @@ void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(s
   if (progress) {
     watcher = std::thread([&] {
       while (!stop) {
-        progress(done.load(), jobs);
+        // The last report (jobs of jobs) comes once, after the workers joined.
+        const std::size_t d = done.load();
+        if (d < jobs) progress(d, jobs);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
     });

@@ -174,6 +174,12 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
         }
       },
       progress);
+  // Every row failed with the same message: the input they share (the workload, a flag) is at
+  // fault, not a deployment (a deployment's failure names its card or TP). That is bad input
+  // (exit 2), not a table of failures under "no deployment meets every SLO" (exit 1).
+  if (std::all_of(rows.begin(), rows.end(), [&](const CompareRow& r) { return !r.error.empty() && r.error == rows.front().error; })) {
+    throw Error(rows.front().error);
+  }
   // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
   // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
   // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
@@ -291,6 +297,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     }
     t.print(text);
     table = t;
+    const auto ran = std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.error.empty(); });
     if (best >= 0) {
       const CompareRow& b = rows[static_cast<std::size_t>(best)];
       text << "\n  verdict: " << b.name
@@ -298,13 +305,15 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                               : " gives the most output tokens per dollar")
                 << "\n";
       if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
+    } else if (ran == 0) {
+      text << "\n  verdict: none of the deployments can run (the reasons are in the table)\n";
     } else {
       text << "\n  verdict: no deployment meets every SLO\n";
     }
     // The config to launch (docs/deployment-options.md#the-config-to-launch): every deployment
     // that ran, or only the verdict's among a searched mix's many.
     const bool all = o.search_mix.empty();
-    if (all || best >= 0) {
+    if ((all && ran > 0) || best >= 0) {
       text << "\n  to launch " << (all ? "each deployment" : "the verdict") << " as simulated:\n";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const CompareRow& r = rows[i];

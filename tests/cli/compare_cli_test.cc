@@ -60,6 +60,22 @@ TEST_CASE("unknown names are bad input (exit 2) in plan, compare and capacity", 
   CHECK(run_capsim("simulate --model llama-3.1-8b --rate 1 --requests 20 -q --slo 'ttft_p95 <= 1 s'").status == 0);
 }
 
+TEST_CASE("compare: a workload no deployment can run is bad input (exit 2), not 'no verdict'", "[compare][cli][errors]") {
+  // Closed-loop users without --duration or --requests never end. Before, every deployment's
+  // row carried that message and compare answered "no deployment meets every SLO" (exit 1).
+  const auto r = run_capsim("compare -m llama-3.1-8b --users 200 -q -d '1x h100-sxm' -d '4x rtx-4090'");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--users/--concurrency: give --duration D or --requests N"));
+  CHECK_FALSE(has(r.out, "no deployment meets every SLO"));
+  // Deployments failing for their own reasons still make a table: a 70B model fits on neither
+  // one RTX 4090 (24 GB) nor one L4 (24 GB); the two messages name different cards.
+  const auto f = run_capsim("compare -m llama-3.1-70b --rate 1 --requests 20 -q -d '1x rtx-4090' -d '1x l4'");
+  CHECK(f.status == 1);
+  CHECK(has(f.out, "does not fit on rtx-4090"));
+  CHECK(has(f.out, "verdict: none of the deployments can run"));
+  CHECK_FALSE(has(f.out, "to launch"));
+}
+
 TEST_CASE("fit and simulate on a T4: no fp8 suggested or accepted", "[cli][precision]") {
   // Turing has no FP8 kernels in vLLM (neither W8A8 nor FP8 Marlin). Before, fit suggested
   // --weights fp8 for mistral-7b on a T4 and simulate ran it.

@@ -474,3 +474,50 @@ TEST_CASE("roofline: a card's attention_bandwidth rates the KV reads apart from 
   CHECK(b.bytes_per_s() == Approx(800e9));
   CHECK(b.attention_bytes_per_s() == Approx(880e9));
 }
+
+// TensorRT-LLM's decode attention reads each KV head once per step at every TP (#9). TRT-LLM
+// v0.12 runs a generation step's attention with its XQA kernel whenever the config is supported
+// (FP16/BF16 compute; FP16/BF16/FP8/INT8 KV; head size a multiple of 16 up to 256; query heads
+// per KV head up to 32; paged KV) and its heuristic sees enough work: kv_heads_per_gpu x batch x
+// multi_block_count x 4 >= SM count (DecoderXQAImplJIT::mayHavePerfGain, kEnableMinBlockFactor =
+// 4.0 in decoderXQAConstants.h, NVIDIA/TensorRT-LLM cpp/tensorrt_llm/kernels/
+// decoderMaskedMultiheadAttention/; the same rule in the older precompiled runner). Its grid is
+// (multi_block, kv_heads_per_gpu, batch): one CTA streams one sequence's KV head for the whole
+// query group, so GQA's KV is read once. The masked-MHA fallback (one CTA per query head) would
+// read it once per query head, up to `group` times. Llama-3.1-70B at TP8 on an H100 (132 SMs),
+// batch 256: 1 x 256 x 1 x 4 = 1,024 >= 132, so XQA; it stays XQA down to batch 33.
+//
+// Hand numbers (models/llama-3.1-70b: 80 layers, 64 query heads, 8 KV heads of 128 dims):
+//   KV heads per GPU = 8 / 8 = 1; KV bytes per token per layer per GPU = 2 (K, V) x 1 x 128 x 2 B
+//   = 512 B. Batch 256 at context 2,048: 524,288 tokens x 512 B x 80 layers = 21,474,836,480 B
+//   (XQA). Masked MHA would stream it once per query head, 64 / 8 = 8 per GPU: 171,798,691,840 B
+//   before L2 hits. At TP1 the GPU holds all 8 KV heads: 8 x 21,474,836,480 B, so per-GPU bytes
+//   scale as 1/TP with no re-read factor.
+//   FLOPs: 4 x (64 / 8 = 8 heads per GPU) x 128 x 524,288 x 80 = 171,798,691,840.
+TEST_CASE("roofline: TensorRT-LLM decode attention reads each KV head once per step at TP8 (XQA)",
+          "[cost][roofline][attention]") {
+  static const EngineCatalogue engines =
+      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
+  Deployment d8 = deploy("llama-3.1-70b", "h100-sxm", 8);
+  d8.engine = engines.find("tensorrt-llm");
+  d8.limits = default_limits(d8.card, d8.engine);
+  d8.validate();
+  const RooflineCost cost8(d8);
+  const StepBreakdown s8 = cost8.breakdown(decodes(256, 2048));
+  const OperatorCost& a8 = group(s8, "attention_decode");
+  CHECK(a8.bytes == Approx(21474836480.0));
+  CHECK(a8.flops == Approx(171798691840.0));
+  // Memory-bound: the time is the KV bytes over TRT-LLM's attention read rate (the FLOPs at the
+  // attention rate add under 1% through the 2-norm).
+  CHECK(a8.bound == Bound::kMemory);
+  CHECK(a8.memory_s == Approx(21474836480.0 / cost8.attention_bytes_per_s()));
+
+  Deployment d1 = deploy("llama-3.1-70b", "h200", 1, Precision::kFp8, Precision::kFp8);
+  d1.engine = d8.engine;
+  d1.limits = default_limits(d1.card, d1.engine);
+  d1.validate();
+  // TP1, fp8 KV (1 B): 8 KV heads x 2 x 128 x 1 B = 2,048 B per token per layer, x 524,288 x 80
+  // = 85,899,345,920 B = 4 x the TP8 bf16 figure (8x the heads, half the bytes per element).
+  const StepBreakdown s1 = RooflineCost(d1).breakdown(decodes(256, 2048));
+  CHECK(group(s1, "attention_decode").bytes == Approx(85899345920.0));
+}
