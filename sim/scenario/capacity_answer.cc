@@ -73,9 +73,19 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   j["curve"] = pts;
   const Deployment d = base.deployment.resolve();
   std::ostringstream text;
-  a.title = "capsim capacity: " + d.model.name + " on " + std::to_string(base.replicas) + " x " +
-                            d.card.name + (d.tp > 1 ? " tp" + std::to_string(d.tp) : "") + " (" +
-                            d.weights_label() + ")";
+  // The title names every pool the load runs on: mixed fleets' other groups, and a
+  // disaggregated deployment's decode pool and KV link (the main deployment is its prefill pool).
+  const auto pool = [](int replicas, const std::string& card, int tp) {
+    return std::to_string(replicas) + " x " + card + (tp > 1 ? " tp" + std::to_string(tp) : "");
+  };
+  std::string where = pool(base.replicas, d.card.name, d.tp);
+  for (const auto& g : base.extra_groups) where += " + " + pool(g.replicas, g.card, g.tp);
+  if (base.serving == "pd-disaggregated" && base.decode_pool) {
+    where = "prefill " + where + ", decode " +
+            pool(base.decode_pool->replicas, base.decode_pool->card, base.decode_pool->tp) + " over " +
+            base.kv_link;
+  }
+  a.title = "capsim capacity: " + d.model.name + " on " + where + " (" + d.weights_label() + ")";
   a.verdict =
       capacity > 0 ? (axis.whole ? fmt("%.0f", capacity) : fmt("%.2f", capacity)) + " " + axis.name +
                          " meet every SLO (" + std::to_string(evaluations) + " simulations)"

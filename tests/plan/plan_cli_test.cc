@@ -114,3 +114,13 @@ TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[pla
     CHECK(has(r.err, "--slo: plan needs at least one SLO"));
   }
 }
+
+TEST_CASE("capacity: the title names the decode pool and KV link of a disaggregated deployment", "[capacity][cli][pd]") {
+  // Before, the title named only the main deployment (a P/D deployment's prefill pool), so
+  // "1 x h100-sxm" described a two-GPU deployment.
+  const auto r = run_capsim("capacity " + kLight + " --prefill-pool '1x h100-sxm' --decode-pool '1x l40s' "
+                            "--kv-link ib-ndr-400 --rate 1 --slo 'ttft_p95<=2s'");
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "capsim capacity: llama-3.1-8b on prefill 1 x h100-sxm, decode 1 x l40s over ib-ndr-400 (bf16)"));
+}
