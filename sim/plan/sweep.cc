@@ -171,7 +171,12 @@ Sweep load_sweep(const std::string& path) {
   const YAML::Node& root = doc.root();
   if (!root.IsMap()) throw Error(path + ": expected a mapping of sweep fields (" + join(kSweepKeys) + ")");
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
+    // A key can be any node in YAML (`[a, b]: 1`); converting a non-scalar one threw yaml-cpp's
+    // "bad conversion" without the file (found by fuzz_sweep).
+    if (!kv.first.IsScalar()) {
+      throw Error(path + ": a field name is not a plain word; accepted: " + join(kSweepKeys));
+    }
+    const std::string key = kv.first.Scalar();
     bool known = false;
     for (const std::string& k : kSweepKeys) known = known || k == key;
     if (!known) throw Error(path + ": " + key + ": unknown field; accepted: " + join(kSweepKeys));
@@ -264,7 +269,14 @@ Sweep load_sweep(const std::string& path) {
   for (const SweepRun& r : sw.runs) {
     const std::string key = r.spec.deployment.model + "|" + r.spec.deployment.card + "|" + r.spec.router +
                             "|" + r.spec.policy + "|" + r.spec.deployment.engine;
-    if (checked.insert(key).second) scenario::validate_names(r.spec);
+    if (!checked.insert(key).second) continue;
+    try {
+      scenario::validate_names(r.spec);
+    } catch (const Error& e) {
+      // validate_names speaks of flags (--model); name the sweep file and the grid cell too.
+      throw Error(path + ": the run with model '" + r.spec.deployment.model + "' on card '" +
+                  r.spec.deployment.card + "' (axes models, cards or its workload file): " + e.what());
+    }
   }
   std::string set_text;
   if (set) {

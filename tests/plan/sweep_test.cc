@@ -118,6 +118,14 @@ TEST_CASE("sweep: bad input names the file and field", "[sweep]") {
   CHECK_THROWS_WITH(load_sweep(dir.write("e.yaml", "seeds: [1, 1]\n")),
                     Catch::Contains("e.yaml: seeds: '1' is listed twice"));
   CHECK_THROWS_WITH(load_sweep(dir.write("f.yaml", "tp: []\n")), Catch::Contains("f.yaml: tp: empty list"));
+  // A non-scalar key (fuzz_sweep's find, fuzz/regressions/fuzz_sweep/): was yaml-cpp's "bad
+  // conversion" with no file.
+  CHECK_THROWS_WITH(load_sweep(dir.write("g.yaml", "# and loid\nmodels:\n[../llama-3.1h]")),
+                    Catch::Contains("g.yaml: a field name is not a plain word; accepted: name, description"));
+  // An unknown model on an axis names the sweep file, not only the flag validate_names speaks of.
+  CHECK_THROWS_WITH(load_sweep(dir.write("i.yaml", "models: [no-such-model]\n")),
+                    Catch::Contains("i.yaml: the run with model 'no-such-model'"));
+  CHECK_THROWS_AS(load_sweep(dir.write("h.yaml", "[a, b]: 1\n")), capsim::Error);
   for (const char* bad : {"4/4", "1", "/3", "a/3", "1/0", "-1/3"}) {
     CHECK_THROWS_WITH(parse_shard(bad, "--shard"), Catch::Contains("--shard: '" + std::string(bad) + "'"));
   }
