@@ -188,6 +188,14 @@ TEST_CASE("cards: an unknown card suggests the near names and lists the accepted
             "unknown card 'zzzzzzzzzzzz'; accepted: a10, ", 0) == 0);
 }
 
+TEST_CASE("cards: a .yaml name too long for the file system is an unknown card, not an exception",
+          "[hardware][cards][errors]") {
+  // fuzz_scenario's find (fuzz/regressions/fuzz_scenario/): a 300-character name ending in .yaml
+  // made std::filesystem::exists throw ENAMETOOLONG ("File name too long") out of find().
+  const std::string name = std::string(300, 'x') + ".yaml";
+  CHECK(error_of([&] { catalogue().find(name); }).rfind("unknown card '" + name + "'", 0) == 0);
+}
+
 TEST_CASE("cards: a minimal card file loads, and a .yaml path works in find", "[hardware][cards]") {
   TempDir dir;
   const std::string path = dir.write("mine.yaml", kValid);
