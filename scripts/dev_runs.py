@@ -50,6 +50,14 @@ CARDS = [("h100", "h100-sxm"), ("a100-80gb", "a100-80gb-sxm"), ("h200", "h200")]
 RETOKENISE_TOKENS = 25
 # inference-perf's shared_prefix defaults that the runs really used (vllm_dev_runs.md).
 GROUPS, PROMPTS_PER_GROUP = 10, 10
+# inference-perf's client gives up on a request after aiohttp's default total timeout, 300 s:
+# its openai_client.py passes aiohttp.helpers.sentinel when no timeout is configured
+# (kubernetes-sigs/inference-perf inference_perf/client/modelserver/openai_client.py), and
+# aiohttp's ClientSession default is ClientTimeout(total=5 * 60). The overloaded runs agree: their
+# failed requests are client timeouts and their slowest successes end just under 300 s (E2E p99
+# 290-298 s). vLLM aborts a request whose client disconnects, so capsim aborts it too
+# (--request-timeout); under normal load no request comes near it.
+CLIENT_TIMEOUT_S = 300
 METRICS = [("ttft_mean", "ttft_mean_ms", "mean_ttft_ms"), ("ttft_p50", "ttft_p50_ms", "median_ttft_ms"),
            ("ttft_p90", "ttft_p90_ms", "p90_ttft_ms"), ("ttft_p99", "ttft_p99_ms", "p99_ttft_ms"),
            ("e2e_mean", "e2e_mean_ms", "mean_e2el_ms"), ("e2e_p50", "e2e_p50_ms", "median_e2el_ms"),
@@ -142,6 +150,7 @@ def run_args(row, shared, known_ids):
     stages = ",".join(f"{r}@{d}s" for r, d in zip(rates, durations))
     total = sum(float(d) for d in durations)
     args += ["--arrival", "constant", "--rate", stages, "--duration", f"{total:g}s",
+             "--request-timeout", f"{CLIENT_TIMEOUT_S}s",
              "--input-tokens", str(question + extra), "--prompts-per-group", str(PROMPTS_PER_GROUP),
              "--prefix-groups", str(GROUPS), "--system-prompt-tokens", str(system)]
     return args, out, system + question + extra, ""
@@ -188,6 +197,8 @@ def evaluate(runner, shared, known_ids):
                "measured": {}, "predicted": {}}
         for key, col, _ in METRICS:
             rec["measured"][key] = num(row[col])
+        rec["measured_failed"] = num(row["failures"])
+        rec["sent"] = num(row["num_requests_sent"].lstrip("~").split()[0]) if row["num_requests_sent"] else None
         if args is not None:
             res, err = runner.simulate(args)
             rec["error"] = err
@@ -203,6 +214,7 @@ def evaluate(runner, shared, known_ids):
                 rec["ttft_parts"] = {k: res[f"mean_{k}_ms"] for k in
                                      ("frontend", "queue", "prefill", "first_token_return")}
                 rec["completed"] = res["completed"]
+                rec["failed"] = res["failed"]
         out.append(rec)
     return out
 
@@ -291,7 +303,10 @@ def report_lines(recs):
       "profile, whose request path (docs/cost-model.md#request-path) was fitted on these runs' "
       f"mean TTFT (`python3 scripts/dev_runs.py --fit`, the 17 inference-perf runs: {path}). "
       "TPOT = (E2E mean - TTFT mean) / (output - 1), vllm_dev_runs.md's recommended per-token "
-      "truth. Runs marked overloaded, superseded or DP=2 are listed but not in the medians; "
+      "truth. inference-perf runs are replayed with its client's 300 s total timeout (aiohttp's "
+      "default; `--request-timeout 300s`: a request not answered by then is aborted and counts as "
+      "failed, as the overloaded runs' failures are). Runs marked overloaded, superseded or DP=2 "
+      "are listed but not in the medians; "
       "the one `vllm bench serve` run (gpt-oss-120b on H200, 64 requests started at once) is "
       "checked, not fitted.")
     A("")
@@ -336,9 +351,14 @@ def report_lines(recs):
                 return "-"
             return f"{m[k]:.1f} / {p[k]:.1f}"
         parts = " + ".join(f"{v:.1f}" for v in r["ttft_parts"].values())
+        note = r["excluded"] or ""
+        if r.get("measured_failed") or r.get("failed"):
+            # Client timeouts (CLIENT_TIMEOUT_S): the latencies above cover the answered requests.
+            sent = f" of {r['sent']:.0f}" if r.get("sent") else ""
+            note += (f"{'; ' if note else ''}failed (client timeouts) {r.get('measured_failed') or 0:.0f} / "
+                     f"{r.get('failed') or 0}{sent}")
         A(f"| {r['run']} | {r['card']} | {r['tp']} | {r['model']} | {cell('ttft_mean')} | "
-          f"{cell('ttft_p90')} | {cell('tpot_mean')} | {cell('e2e_mean')} | {parts} | "
-          f"{r['excluded'] or ''} |")
+          f"{cell('ttft_p90')} | {cell('tpot_mean')} | {cell('e2e_mean')} | {parts} | {note} |")
     A("")
     return L
 
@@ -477,7 +497,9 @@ def main(argv=None):
             continue
         print(f"  {r['run'][:50]:50s} {'(' + r['excluded'] + ')' if r['excluded'] else '':14s} "
               f"TTFT {m['ttft_mean']:8.1f}/{p['ttft_mean']:8.1f}  TPOT {m['tpot_mean']:6.2f}/"
-              f"{p['tpot_mean']:6.2f}  E2E {m['e2e_mean']:9.1f}/{p['e2e_mean']:9.1f}")
+              f"{p['tpot_mean']:6.2f}  E2E {m['e2e_mean']:9.1f}/{p['e2e_mean']:9.1f}"
+              + (f"  failed {r.get('measured_failed') or 0:.0f}/{r.get('failed') or 0}"
+                 if r.get("measured_failed") or r.get("failed") else ""))
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(recs, f, indent=1, sort_keys=True)

@@ -86,6 +86,9 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
   bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");
   bind(&ScenarioSpec::warmup, "--warmup", "requests arriving before this are not measured (e.g. 5min)");
+  bind(&ScenarioSpec::request_timeout, "--request-timeout",
+       "the client gives up on a request this long after sending it (e.g. 300s, aiohttp's default): "
+       "the engine aborts it, it counts as failed (default: clients wait)");
   bind(&ScenarioSpec::input_tokens, "--input-tokens", "prompt length: N, uniform:A:B, normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN");
   bind(&ScenarioSpec::output_tokens, "--output-tokens", "output length, same forms (fixed = ignore-EOS benchmark)");
   bind(&ScenarioSpec::rate, "--rate", "requests/s; stages as 5@10min,10@10min");

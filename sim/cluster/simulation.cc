@@ -26,8 +26,9 @@ namespace capsim {
 namespace {
 
 // kArrival: the client sends a request; kEngineArrival: it reaches its replica's engine core
-// after the front end (docs/cost-model.md#request-path); kStepDone: a replica's step ends.
-enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2 };
+// after the front end (docs/cost-model.md#request-path); kStepDone: a replica's step ends;
+// kTimeout: the client gives up on a request (SimulationConfig::request_timeout; payload: its id).
+enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2, kTimeout = 3 };
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
 // so the grid has at most ~4096 points; point k stands for [k step, (k+1) step) and takes each
@@ -84,6 +85,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       decode_max_len_ = *std::min_element(max_len_.begin() + offset_[1], max_len_.end());
     }
     if (replicas_.empty()) throw Error("--replicas: the cluster has no replicas");
+    if (cfg.request_timeout && cfg.decode_pool) {
+      throw Error("--request-timeout: not modelled with serving pd-disaggregated (aggregated serving only)");
+    }
+    if (cfg.request_timeout && *cfg.request_timeout <= 0) throw Error("--request-timeout: must be > 0");
     kick_.assign(replicas_.size(), 0);
   }
 
@@ -154,6 +159,15 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       live_finish(s, now);
       return;
     }
+    if (timeouts_on()) {
+      where_.erase(s.req.id);
+      if (timed_out_.erase(s.req.id)) {
+        // Its last step was in flight when the client gave up (handle_timeout): already ended.
+        --in_flight_;
+        return;
+      }
+      waiting_clients_.erase(s.req.id);
+    }
     CAPSIM_INVARIANT(s.generated == s.req.output_tokens && s.computed <= s.tokens(),
                      "a request finished without exactly its output tokens");
 #if CAPSIM_INVARIANTS_ON
@@ -179,7 +193,9 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
                     to_seconds(t), metrics_.records().size(), static_cast<long long>(in_flight_));
       return std::string(buf);
     };
-    while (!queue_.empty() && stopped_.empty()) {
+    // Timeouts of requests answered in time are left in the queue; once only those remain
+    // (and no client waits), the run is over.
+    while ((queue_.size() > timeouts_queued_ || !waiting_clients_.empty()) && stopped_.empty()) {
       CAPSIM_INVARIANT(queue_.top().time >= now, "simulated time went backwards");
       now = queue_.top().time;
       events += process_instant(now);
@@ -258,6 +274,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       switch (e.kind) {
         case kArrival: handle_arrival(e.payload, now); break;
         case kEngineArrival: handle_engine_arrival(e.target, e.payload, now); break;
+        case kTimeout:
+          --timeouts_queued_;
+          handle_timeout(e.payload, now);
+          break;
         default: handle_step_done(e.target, now); break;
       }
       ++events;
@@ -345,6 +365,11 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       decode_output_[r.id] = r.output_tokens;
       r.output_tokens = 1;
     }
+    if (timeouts_on()) {
+      queue_.push(r.arrival + *cfg_.request_timeout, kTimeout, 0, r.id);
+      ++timeouts_queued_;
+      waiting_clients_.emplace(r.id, r);
+    }
     const EngineProfile& e = replicas_[target]->deployment().engine;
     const SimTime frontend = from_seconds(e.frontend_s + e.frontend_per_prompt_token_s *
                                                              static_cast<double>(r.prompt_tokens));
@@ -388,7 +413,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
     Request r = take(slot);
     replicas_[target]->note_delivered();
-    if (live_ && undelivered_aborts_.erase(r.id)) {  // the client left during the front end
+    if ((live_ && undelivered_aborts_.erase(r.id)) ||  // the client left during the front end
+        (timeouts_on() && timed_out_.erase(r.id))) {
       --in_flight_;
       return;
     }
@@ -397,7 +423,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
 
   // The request reaches replica `target`'s engine core at `now`.
   void deliver(std::uint32_t target, Request r, SimTime now) {
-    if (live_) where_[r.id] = target;
+    if (live_ || timeouts_on()) where_[r.id] = target;
     replicas_[target]->add_request(std::move(r), now);
     kick_[target] = 1;
   }
@@ -427,7 +453,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     current_replica_ = i;
     replicas_[i]->end_step(now, *this);
     kick_[i] = 1;
-    if (live_ && !step_aborts_.empty()) apply_step_aborts(i, now);
+    if (!step_aborts_.empty()) apply_step_aborts(i, now);
   }
 
   // Aborts that waited for replica `i`'s step to end (a request that finished in that step is
@@ -436,9 +462,51 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     const auto it = step_aborts_.find(i);
     if (it == step_aborts_.end()) return;
     for (const std::uint64_t id : it->second) {
-      if (replicas_[i]->abort(id, now) == Replica::AbortResult::kAborted) --in_flight_;
+      if (replicas_[i]->abort(id, now) == Replica::AbortResult::kAborted) {
+        --in_flight_;
+        timed_out_.erase(id);
+      }
     }
     step_aborts_.erase(it);
+  }
+
+  bool timeouts_on() const { return cfg_.request_timeout.has_value() && !live_; }
+
+  // The client of request `id` gives up at `now` (SimulationConfig::request_timeout) unless it
+  // already has its answer. The request ends here for the metrics and the workload (a closed-loop
+  // user thinks and asks again); the engine drops it where it is: in the front end when it
+  // reaches its replica, in the queue or running at once (vLLM's abort: its KV blocks return),
+  // and in a step in flight when that step ends (finishing in that step changes nothing: the
+  // client has left).
+  void handle_timeout(std::uint64_t id, SimTime now) {
+    const auto it = waiting_clients_.find(id);
+    if (it == waiting_clients_.end()) return;  // answered in time
+    const Request r = std::move(it->second);
+    waiting_clients_.erase(it);
+    metrics_.on_timeout(r);
+#if CAPSIM_INVARIANTS_ON
+    ++timed_out_all_;
+    CAPSIM_INVARIANT(ended_.insert(r.id).second, "a request ended twice");
+#endif
+    const auto at = where_.find(id);
+    if (at == where_.end()) {
+      timed_out_.insert(id);  // still in the front end: dropped when it reaches its replica
+    } else {
+      const std::uint32_t i = at->second;
+      where_.erase(at);
+      switch (replicas_[i]->abort(id, now)) {
+        case Replica::AbortResult::kInStep:
+          timed_out_.insert(id);
+          step_aborts_[i].push_back(id);
+          break;
+        case Replica::AbortResult::kAborted:
+          --in_flight_;
+          kick_[i] = 1;  // freed KV may let a waiting request in
+          break;
+        case Replica::AbortResult::kNotHere: break;
+      }
+    }
+    workload_.on_finish(r, now, *this);
   }
 
   // SimulationConfig::early_stop, after each measured completion: counts, per rule, the measured
@@ -475,7 +543,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     CAPSIM_INVARIANT(in_flight_ == 0, "requests still in flight when the run ended");
     CAPSIM_INVARIANT(static_cast<std::int64_t>(ended_.size()) == arrived_,
                      "arrived requests != finished + rejected");
-    CAPSIM_INVARIANT(finished_all_ + rejected_all_ == arrived_,
+    CAPSIM_INVARIANT(finished_all_ + rejected_all_ + timed_out_all_ == arrived_,
                      "a request was lost between arrival and its end");
     for (const auto& r : replicas_) {
       CAPSIM_INVARIANT(r->kv().consistent(), "KV block accounting is inconsistent");
@@ -519,6 +587,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     res.itl = summarize(metrics_.itl());
     res.completed = static_cast<std::int64_t>(res.records.size());
     res.rejected = metrics_.rejected();
+    res.timed_out = metrics_.timed_out();
     res.arrived = arrived_;
     if (res.completed > 0) {
       const SimTime start = std::max(metrics_.warmup_end(), metrics_.first_counted_arrival());
@@ -602,9 +671,15 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::unordered_map<std::uint64_t, std::uint32_t> where_;  // delivered id -> replica
   std::unordered_set<std::uint64_t> undelivered_aborts_;   // aborted before reaching a replica
   std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> step_aborts_;  // replica -> ids
+  // SimulationConfig::request_timeout only (empty otherwise): requests whose client still waits
+  // (with where_ telling their replica once delivered), and those given up on that the engine
+  // still holds (in the front end or in a step in flight).
+  std::unordered_map<std::uint64_t, Request> waiting_clients_;
+  std::unordered_set<std::uint64_t> timed_out_;
+  std::size_t timeouts_queued_ = 0;  // kTimeout events in queue_
 #if CAPSIM_INVARIANTS_ON
   std::unordered_set<std::uint64_t> ended_;  // ids of requests that finished or were rejected
-  std::int64_t finished_all_ = 0, rejected_all_ = 0;  // warm-up ones included
+  std::int64_t finished_all_ = 0, rejected_all_ = 0, timed_out_all_ = 0;  // warm-up ones included
 #endif
 };
 

@@ -69,6 +69,13 @@ struct SimulationConfig {
   // Empty: the run goes to its end. Otherwise it may end early (EarlyStop,
   // SimulationResult::stopped_early); never in live mode.
   std::vector<EarlyStop> early_stop;
+  // The client gives up on a request this long after sending it unless its last token has
+  // arrived (an HTTP client's total timeout: aiohttp's default is 300 s). The request is aborted
+  // wherever it is (front end, queue, running: vLLM aborts on disconnect, freeing its KV) and
+  // counted in SimulationResult::timed_out, not in the latencies, like a benchmark client's
+  // failed requests. Unset: clients wait forever. Aggregated serving only; not in live mode
+  // (live clients abort by themselves).
+  std::optional<SimTime> request_timeout;
 };
 
 struct ReplicaSummary {
@@ -107,6 +114,7 @@ struct SimulationResult {
   double duration_s = 0;        // first counted arrival .. last counted completion
   double simulated_s = 0;       // the whole simulated time
   std::int64_t completed = 0, rejected = 0, arrived = 0;
+  std::int64_t timed_out = 0;   // measured requests whose client gave up (request_timeout)
   std::int64_t total_input_tokens = 0, total_output_tokens = 0;
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
   double request_goodput = 0;   // requests/s meeting every SLO

@@ -49,6 +49,10 @@ class MetricsCollector {
   // sequences count: each step adds one gap per counted sequence, as on_token would.
   void on_decode_steps(std::int64_t counted, SimTime previous, const std::vector<SimTime>& delivered);
   void on_finish(const Sequence& s, SimTime now, std::uint32_t replica);
+  // A request whose client gave up (SimulationConfig::request_timeout).
+  void on_timeout(const Request& r) {
+    if (counted(r)) ++timed_out_;
+  }
   void on_reject(const Request& r) {
     if (counted(r)) ++rejected_;
   }
@@ -57,6 +61,7 @@ class MetricsCollector {
   const std::vector<RequestRecord>& records() const { return records_; }
   const WeightedSamples& itl() const { return itl_; }
   std::int64_t rejected() const { return rejected_; }
+  std::int64_t timed_out() const { return timed_out_; }
   SimTime warmup_end() const { return warmup_end_; }
   SimTime last_finish() const { return last_finish_; }
   SimTime first_counted_arrival() const { return first_arrival_; }
@@ -66,6 +71,7 @@ class MetricsCollector {
   std::vector<RequestRecord> records_;
   WeightedSamples itl_;  // pooled inter-token gaps, as vLLM pools them
   std::int64_t rejected_ = 0;
+  std::int64_t timed_out_ = 0;
   SimTime last_finish_ = 0;
   SimTime first_arrival_ = -1;
 };

@@ -61,7 +61,17 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
   // Overload (TTFT keeps growing) fails the SLOs that include queueing (TTFT, E2E); a per-token
   // SLO of an overloaded run is at best inconclusive: its value belongs to no steady state.
   const bool queued_metric = s.metric == "ttft" || s.metric == "e2el";
-  if (r.steady.growing && queued_metric) {
+  // Requests whose client gave up (--request-timeout) have no latency in the statistics, which
+  // cover the answered ones only: their TTFT and E2E were over the timeout, so those SLOs fail;
+  // a per-token SLO cannot pass on the survivors alone.
+  const std::string timed_out = r.timed_out > 0 ? std::to_string(r.timed_out) + " of " +
+                                                      std::to_string(r.timed_out + r.completed) +
+                                                      " measured requests timed out (the client gave up)"
+                                                : "";
+  if (!timed_out.empty() && queued_metric) {
+    d.decision = Decision::kFail;
+    d.why = timed_out;
+  } else if (r.steady.growing && queued_metric) {
     d.decision = Decision::kFail;
     d.why = "overloaded: TTFT keeps growing through the run";
   } else if (d.low > d.bound || (!d.has_interval && d.value > d.bound)) {
@@ -73,6 +83,9 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.decision = Decision::kInconclusive;
     d.why = d.slo + " is " + units::format_time(d.estimate) + range + ": the interval straddles the bound of " +
             units::format_time(d.bound) + "; run longer to decide";
+  } else if (!timed_out.empty()) {
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound on the answered requests, but " + timed_out;
   } else if (r.steady.growing) {
     d.decision = Decision::kInconclusive;
     d.why = "within its bound, but the run is overloaded (TTFT keeps growing): no steady state to decide on";
@@ -97,6 +110,8 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
       d.why = "no request completed with this statistic in one of the replications";
       return d;
     }
+    // A replication whose clients timed out decides it (decide_slo: FAIL or at best INCONCLUSIVE).
+    if (r->timed_out > 0) return one;
     est.push_back(one.estimate);
     growing = growing || r->steady.growing;
     settled = settled && r->steady.settled && r->steady.analysed;

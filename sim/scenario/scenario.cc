@@ -312,7 +312,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     check_keys(wl, w, {"users", "concurrency", "think_time", "turns", "rate", "stages", "arrival",
                        "burstiness", "prompt_tokens", "input_tokens", "output_tokens",
                        "system_prompt_tokens", "prefix_groups", "prompts_per_group", "requests", "duration", "warmup",
-                       "trace", "trace_format", "time_scale"});
+                       "request_timeout", "trace", "trace_format", "time_scale"});
     // A workload kind named here replaces the one `s` had (an override of a scenario file).
     for (const char* k : {"users", "concurrency", "rate", "stages", "trace"}) {
       if (wl[k]) {
@@ -383,6 +383,10 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     if (wl["warmup"]) {
       s.warmup = scalar(wl["warmup"], w + ".warmup");
       s.origin["--warmup"] = w + ".warmup";
+    }
+    if (wl["request_timeout"]) {
+      s.request_timeout = scalar(wl["request_timeout"], w + ".request_timeout");
+      s.origin["--request-timeout"] = w + ".request_timeout";
     }
     if (wl["trace"]) {
       // A relative trace path is relative to the scenario file, so scenarios run from anywhere.
@@ -602,6 +606,13 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
                                   checked::kMaxSimSeconds, s.where("--duration"), "s");
   }
   if (duration && *duration <= 0) throw Error(s.where("--duration") + ": must be > 0");
+  if (s.request_timeout) {
+    const std::string where = s.where("--request-timeout");
+    const double t = checked::finite_in(units::parse_time(*s.request_timeout, where), 0, checked::kMaxSimSeconds,
+                                        where, "s");
+    if (t <= 0) throw Error(where + ": must be > 0 (e.g. 300s, aiohttp's default total timeout)");
+    c.request_timeout = from_seconds(t);
+  }
   if (duration && to_seconds(c.warmup) >= *duration) {
     throw Error(s.where("--warmup") + ": " + s.warmup + " is not shorter than " +
                 s.where("--duration") + " " + *s.duration);

@@ -66,6 +66,9 @@ struct ScenarioSpec {
   std::optional<std::int64_t> requests;
   std::optional<std::string> duration;
   std::string warmup = "0s";
+  // The client's total timeout per request ("300s"; SimulationConfig::request_timeout); unset:
+  // clients wait as long as it takes.
+  std::optional<std::string> request_timeout;
   std::uint64_t seed = 0;
   // Multi-LoRA workload: requests name one of `lora_adapters` adapters (0 = none), drawn
   // "uniform" or "zipf:S" (llm/lora.h AdapterMix).

@@ -148,7 +148,7 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
   // vLLM benchmark_serving keys.
   j["duration"] = r.duration_s;
   j["completed"] = r.completed;
-  j["failed"] = r.rejected;
+  j["failed"] = r.rejected + r.timed_out;
   j["total_input_tokens"] = r.total_input_tokens;
   j["total_output_tokens"] = r.total_output_tokens;
   j["request_throughput"] = r.request_throughput;
@@ -191,6 +191,10 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                       {"communication", t.busy > 0 ? t.comm / t.busy : 0},
                       {"overhead", t.busy > 0 ? t.overhead / t.busy : 0}}},
   };
+  if (b.config.request_timeout) {
+    j["capsim"]["request_timeout_s"] = to_seconds(*b.config.request_timeout);
+    j["capsim"]["timed_out"] = r.timed_out;  // measured requests whose client gave up; also in "failed"
+  }
   nlohmann::json slos = nlohmann::json::array();
   for (const SloSpec& s : spec.slos) {
     const plan::SloDecision d = plan::decide_slo(s, r);
@@ -282,6 +286,10 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   os << "  measured: " << r.completed << " requests over " << fmt("%.1f", r.duration_s) << " s";
   if (b.config.warmup > 0) os << " after a " << fmt("%.0f", to_seconds(b.config.warmup)) << " s warm-up";
   if (r.rejected) os << "; " << r.rejected << " rejected (longer than max_model_len)";
+  if (r.timed_out) {
+    os << "; " << r.timed_out << " timed out (the client gave up after "
+       << units::format_time(to_seconds(*b.config.request_timeout)) << "; not in the latencies)";
+  }
   os << "\n\n";
   TextTable t({"metric", "mean", "p50", "p90", "p95", "p99"});
   const auto row = [&](const char* name, const Percentiles& p) {

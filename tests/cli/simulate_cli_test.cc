@@ -341,3 +341,41 @@ TEST_CASE("simulate cli: --async-scheduling false removes the step of lag, not t
   const Run bad = simulate(std::string(kSmall) + " --async-scheduling maybe");
   CHECK(bad.status == 2);
 }
+
+TEST_CASE("simulate cli: --request-timeout under overload: failed requests, latencies of the answered, SLO FAIL",
+          "[cli][simulate][timeout]") {
+  // Llama-3.1-8B on one L4 at 4 req/s of 2000-token prompts and 100-token answers: far beyond
+  // what it serves, so the queue grows for the whole minute of arrivals. Clients give up after
+  // 20 s: no answered request took longer, and the ones that waited longer are counted failed.
+  const std::string base =
+      "-q --model llama-3.1-8b --card l4 --rate 4 --arrival constant --duration 1min "
+      "--input-tokens 2000 --output-tokens 100 --slo 'e2el_p90<=10s' --json -";
+  const Run plain = simulate(base);
+  const Run timed = simulate(base + " --request-timeout 20s");
+  REQUIRE(plain.status == 0);
+  REQUIRE(timed.status == 0);
+  const auto p = nlohmann::json::parse(plain.out), t = nlohmann::json::parse(timed.out);
+  CHECK(p.at("failed").get<int>() == 0);
+  CHECK(p.at("p99_e2el_ms").get<double>() > 20000);  // without the timeout some wait longer
+  const int failed = t.at("failed").get<int>();
+  CHECK(failed > 0);
+  CHECK(t.at("capsim").at("timed_out").get<int>() == failed);
+  CHECK(t.at("capsim").at("request_timeout_s").get<double>() == 20.0);
+  CHECK(t.at("completed").get<int>() + failed == t.at("capsim").at("arrived").get<int>());
+  CHECK(t.at("p99_e2el_ms").get<double>() <= 20000);
+  CHECK(t.at("capsim").at("slos").at(0).at("decision").get<std::string>() == "FAIL");
+  const Run text = simulate("-q --model llama-3.1-8b --card l4 --rate 4 --arrival constant --duration 1min "
+                            "--input-tokens 2000 --output-tokens 100 --request-timeout 20s");
+  CHECK(has(text.out, "timed out (the client gave up after 20.00 s; not in the latencies)"));
+  // Bad values exit 2 naming the flag.
+  const Run zero = simulate(std::string(kSmall) + " --request-timeout 0s");
+  CHECK(zero.status == 2);
+  CHECK(has(zero.err, "--request-timeout: must be > 0"));
+  const Run neg = simulate(std::string(kSmall) + " --request-timeout -5s");
+  CHECK(neg.status == 2);
+  CHECK(has(neg.err, "--request-timeout"));
+  const Run pd = simulate(std::string(kSmall) + " --request-timeout 30s --prefill-pool '1x h100-sxm' "
+                          "--decode-pool '1x h100-sxm' --kv-link nvlink-h100");
+  CHECK(pd.status == 2);
+  CHECK(has(pd.err, "--request-timeout: not modelled with serving pd-disaggregated"));
+}
