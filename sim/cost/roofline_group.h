@@ -40,13 +40,18 @@ inline RooflineTerm roofline_term(double flops, double bytes, double rate, doubl
   return t;
 }
 
+// Lists a group's term in a breakdown (reports only: kept out of the simulator's inlined path).
+[[gnu::noinline]] inline void list_roofline_term(StepBreakdown& out, const char* group, const RooflineTerm& t) {
+  out.groups.push_back({group, t.flops, t.bytes, t.compute_s, t.memory_s, t.seconds, t.bound});
+}
+
 // Adds a group's term to `out`; `keep` also lists it under `group`.
 inline void add_roofline_term(StepBreakdown& out, bool keep, const char* group, const RooflineTerm& t) {
   out.seconds += t.seconds;
   out.flops += t.flops;
   out.bytes += t.bytes;
   if (t.bound == Bound::kCompute) out.compute_s += t.seconds; else out.memory_s += t.seconds;
-  if (keep) out.groups.push_back({group, t.flops, t.bytes, t.compute_s, t.memory_s, t.seconds, t.bound});
+  if (keep) list_roofline_term(out, group, t);
 }
 
 // Adds one operator group (per layer, `repeat` layers) to `out`; `keep` also lists it.
