@@ -36,9 +36,25 @@ class LeastOutstanding : public Router {
   }
 };
 
+// False when replica `x` provably holds at most `best_hit` leading blocks of r's prompt, so
+// that asking it cannot change the choice. Its count is a lookup that stops at the first block it
+// does not cache, so it exceeds best_hit only if the prompt has more than best_hit blocks to
+// look up and block best_hit is cached there: one probe instead of a walk over every block it
+// shares (each of a chat's turns walks the whole history on the replica holding it).
+bool may_hold_more(const Replica& x, const Request& r, std::int64_t best_hit) {
+  if (!x.kv().prefix_caching()) return false;  // it would count 0
+  const std::int64_t block = x.limits().block_size;
+  if (best_hit >= (r.prompt_tokens - 1) / block) return false;  // at most that many looked up
+  // The hashes at hand are another block size's, or too few: ask it.
+  if (r.hashed_block_size != block || best_hit >= static_cast<std::int64_t>(r.block_hashes.size())) return true;
+  return x.kv().lookup(r.block_hashes.data() + best_hit, 1) == 1;
+}
+
 // The replica holding the longest cached prefix of the prompt, unless it is much busier than
 // the least loaded one (more than twice its outstanding requests plus 8), so that one hot
-// prefix cannot pile all traffic on one replica.
+// prefix cannot pile all traffic on one replica. Replicas that cannot win (too busy, or provably
+// holding no more than the best so far: may_hold_more) are not asked; the choice is that of
+// asking every replica.
 class PrefixAware : public Router {
  public:
   std::uint32_t route(Request& r, const std::vector<std::unique_ptr<Replica>>& rs) override {
@@ -47,8 +63,10 @@ class PrefixAware : public Router {
     std::int64_t best_hit = rs[idle]->cached_prefix_blocks_keep(r);
     for (std::uint32_t i = 0; i < rs.size(); ++i) {
       if (i == idle) continue;
+      if (rs[i]->routed_load() > 2 * rs[idle]->routed_load() + 8) continue;
+      if (!may_hold_more(*rs[i], r, best_hit)) continue;
       const std::int64_t hit = rs[i]->cached_prefix_blocks_keep(r);
-      if (hit > best_hit && rs[i]->routed_load() <= 2 * rs[idle]->routed_load() + 8) {
+      if (hit > best_hit) {
         best = i;
         best_hit = hit;
       }

@@ -21,6 +21,7 @@
 #include "sim/core/invariant.h"
 #include "sim/core/run_limits.h"
 #include "sim/cost/serving_cost.h"
+#include "sim/engine/block_hash.h"
 
 namespace capsim {
 namespace {
@@ -90,6 +91,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     if (cfg.request_timeout && *cfg.request_timeout <= 0) throw Error("--request-timeout: must be > 0");
     kick_.assign(replicas_.size(), 0);
+    for (const Replica* r : replicas_) hash_sessions_ = hash_sessions_ || r->kv().prefix_caching();
   }
 
   // Builds pool `p`'s replicas (0: the only pool, or the prefill pool; 1: the decode pool).
@@ -154,6 +156,9 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     if (cfg_.decode_pool && current_replica_ < offset_[1]) {
       hand_off(s, now);
       return;
+    }
+    if (hash_sessions_) {
+      session_hashes_.remember(s.req, replicas_[current_replica_]->limits().block_size, s.hashes);
     }
     if (live_) {
       live_finish(s, now);
@@ -338,6 +343,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       check_run_limit(RunLimit::kRequests, static_cast<double>(arrived_), "the workload");
     }
     workload_.on_arrival(r, *this);
+    if (hash_sessions_) (void)session_hashes_.seed(r);
     const std::uint32_t target = router_->route(r, pools_[0]);
     // Disaggregated: the prefill computes the prompt and one token; the decode pool must hold
     // the whole sequence (a proxy finds out when the decode instance refuses it).
@@ -649,6 +655,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<Replica*> replicas_;
   std::uint32_t offset_[2] = {0, 0};
   std::unique_ptr<Router> decode_router_;
+  // Prefix caching on some replica: a user's next turn starts with the block hashes of the
+  // previous one (exactly those a replica would compute; only hashing work is saved).
+  bool hash_sessions_ = false;
+  SessionHashCache session_hashes_;
   std::int64_t decode_max_len_ = 0;
   std::unordered_map<std::uint64_t, std::int64_t> decode_output_;  // id -> output tokens, while prefilling
   Samples kv_transfer_, handoff_;

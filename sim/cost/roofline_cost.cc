@@ -124,20 +124,88 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   }
 }
 
+RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
+  const auto term = [&](double flops, double bytes, double rate, double kernels, double repeat,
+                        double bandwidth) {
+    return roofline_term(flops, bytes, rate, kernels, repeat, bandwidth, kernel_floor_);
+  };
+  const double act = 2.0;  // bytes per activation element (16-bit)
+  const double wb = linear_bytes_per_param_;
+  TokenTerms out;
+  out.qkv = term(2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
+                 bandwidth_);
+  out.o_proj = term(2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
+                    bandwidth_);
+  if (dense_layers_ > 0) {
+    out.mlp = term(2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
+                   gemm_rate_, 2, dense_layers_, bandwidth_);
+  }
+  if (moe_layers_ > 0 && !ep_) {
+    // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
+    // experts a step reads is E (1 - (1 - k/E)^T).
+    const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
+    const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
+    const double bytes = hit * expert_params_ * expert_bytes_per_param_ + shared_params_ * wb +
+                         router_params_ * act +
+                         2 * t * hidden_ * act;
+    out.moe_mlp = term(flops, bytes, gemm_rate_, 3, moe_layers_, bandwidth_);
+    // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the
+    // activation between the two grouped GEMMs and the weighted combine, each its own kernel;
+    // each token's hidden state is copied to its k expert slots and back.
+    if (moe_dispatch_kernels_ > 0) {
+      out.moe_dispatch = term(0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_,
+                              moe_dispatch_kernels_, moe_layers_, bandwidth_);
+    }
+  }
+  // Norms, rotary embedding, activation function, residual adds: ~10 reads/writes of the hidden
+  // state per token per layer, in three fused kernels.
+  out.elementwise = term(0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_, bandwidth_);
+
+  // Tensor parallelism: two all-reduces per layer of t x hidden 16-bit values.
+  if (tp_ > 1) {
+    const double bytes = t * hidden_ * act;
+    const double per = allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
+    // Under DP attention the MoE layers' all-reduce gives way to the all-to-all (ep_ adds it).
+    const double reduces = ep_ && ep_->all_to_all() ? 2 * dense_layers_ + moe_layers_ : 2 * layers_;
+    const double embedding = embedding_ ? 1.0 : 0.0;
+    out.all_reduce_s = per * reduces + allreduce_latency_ * embedding;  // + embedding all-reduce
+    out.all_reduce_bytes = bytes * (reduces + embedding);
+  }
+  return out;
+}
+
+RooflineTerm RooflineCost::lm_head_term(double n) const {
+  const double act = 2.0;
+  return roofline_term(2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
+                       gemm_rate_, 1, 1, bandwidth_, kernel_floor_);
+}
+
+template <typename T, typename F>
+const T& RooflineCost::memo(std::vector<std::optional<T>>& table, std::int64_t i, F compute) {
+  if (static_cast<std::size_t>(i) >= table.size()) table.resize(static_cast<std::size_t>(i) + 1);
+  std::optional<T>& slot = table[static_cast<std::size_t>(i)];
+  if (!slot) slot = compute();
+  return *slot;
+}
+
 StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   StepBreakdown out;
   if (b.empty()) return out;
-  const double t = static_cast<double>(b.tokens());
+  const std::int64_t tokens = b.tokens();
+  const double t = static_cast<double>(tokens);
+  // The simulator's steps repeat a few hundred token counts: their token-count terms are
+  // computed once (a breakdown, for reports, computes them afresh).
+  std::optional<TokenTerms> fresh;
+  const TokenTerms& tt = !keep && tokens <= kMaxMemoTokens
+                             ? memo(by_tokens_, tokens, [&] { return token_terms(t); })
+                             : fresh.emplace(token_terms(t));
   const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
                        double repeat, double bandwidth) {
     add_roofline_group(out, keep, group, flops, bytes, rate, kernels, repeat, bandwidth, kernel_floor_);
   };
-  const double act = 2.0;  // bytes per activation element (16-bit)
-  const double wb = linear_bytes_per_param_;
 
   // Per layer, all layers alike.
-  add("qkv_proj", 2 * t * qkv_params_, qkv_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
-      bandwidth_);
+  add_roofline_term(out, keep, "qkv_proj", tt.qkv);
   // Full-attention layers attend over the whole context. Sliding-window layers over at most the
   // last window_ tokens: BatchShape keeps sums, not each sequence, so their work is bounded by
   // min(sum, count x window), exact when every context (or every query's reach) is on the same
@@ -182,53 +250,30 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
           attention_bandwidth_);
     }
   }
-  add("o_proj", 2 * t * o_params_, o_params_ * wb + t * hidden_ * act, gemm_rate_, 1, layers_,
-      bandwidth_);
-  if (dense_layers_ > 0) {
-    add("mlp", 2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
-        gemm_rate_, 2, dense_layers_, bandwidth_);
-  }
+  add_roofline_term(out, keep, "o_proj", tt.o_proj);
+  if (dense_layers_ > 0) add_roofline_term(out, keep, "mlp", tt.mlp);
   if (moe_layers_ > 0 && ep_) {
     ep_->add(out, keep, t, moe_layers_);
   } else if (moe_layers_ > 0) {
-    // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
-    // experts a step reads is E (1 - (1 - k/E)^T).
-    const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
-    const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
-    const double bytes = hit * expert_params_ * expert_bytes_per_param_ + shared_params_ * wb +
-                         router_params_ * act +
-                         2 * t * hidden_ * act;
-    add("moe_mlp", flops, bytes, gemm_rate_, 3, moe_layers_, bandwidth_);
-    // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the
-    // activation between the two grouped GEMMs and the weighted combine, each its own kernel;
-    // each token's hidden state is copied to its k expert slots and back.
-    if (moe_dispatch_kernels_ > 0) {
-      add("moe_dispatch", 0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_,
-          moe_dispatch_kernels_, moe_layers_, bandwidth_);
-    }
+    add_roofline_term(out, keep, "moe_mlp", tt.moe_mlp);
+    if (moe_dispatch_kernels_ > 0) add_roofline_term(out, keep, "moe_dispatch", tt.moe_dispatch);
   }
-  // Norms, rotary embedding, activation function, residual adds: ~10 reads/writes of the hidden
-  // state per token per layer, in three fused kernels.
-  add("elementwise", 0, 10 * t * hidden_ * act, gemm_rate_, 3, layers_, bandwidth_);
+  add_roofline_term(out, keep, "elementwise", tt.elementwise);
 
   // Once per step: the LM head for sequences that sample.
   if (lm_head_ && b.logit_sequences > 0) {
-    const double n = static_cast<double>(b.logit_sequences);
-    add("lm_head", 2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
-        gemm_rate_, 1, 1, bandwidth_);
+    const std::int64_t n = b.logit_sequences;
+    std::optional<RooflineTerm> head;
+    const RooflineTerm& h = !keep && n <= kMaxMemoTokens
+                                ? memo(by_logits_, n, [&] { return lm_head_term(static_cast<double>(n)); })
+                                : head.emplace(lm_head_term(static_cast<double>(n)));
+    add_roofline_term(out, keep, "lm_head", h);
   }
 
-  // Tensor parallelism: two all-reduces per layer of t x hidden 16-bit values.
   if (tp_ > 1) {
-    const double bytes = t * hidden_ * act;
-    const double per = allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
-    // Under DP attention the MoE layers' all-reduce gives way to the all-to-all (ep_ adds it).
-    const double reduces = ep_ && ep_->all_to_all() ? 2 * dense_layers_ + moe_layers_ : 2 * layers_;
-    const double embedding = embedding_ ? 1.0 : 0.0;
-    const double s = per * reduces + allreduce_latency_ * embedding;  // + embedding all-reduce
-    out.seconds += s;
-    out.communication_s += s;
-    if (keep) out.groups.push_back({"all_reduce", 0, bytes * (reduces + embedding), 0, 0, s, Bound::kCommunication});
+    out.seconds += tt.all_reduce_s;
+    out.communication_s += tt.all_reduce_s;
+    if (keep) out.groups.push_back({"all_reduce", 0, tt.all_reduce_bytes, 0, 0, tt.all_reduce_s, Bound::kCommunication});
   }
   if (overhead_) {
     const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());

@@ -6,8 +6,12 @@
 // so a step's time is one GPU's time.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "sim/cost/roofline_group.h"
 #include "sim/cost/step_cost.h"
 #include "sim/llm/deployment.h"
 
@@ -25,9 +29,12 @@ struct RooflineScope {
   bool overhead = true;
 };
 
+// Not safe to call from two threads at once: totals() and seconds() memoize the groups that
+// depend only on a step's token count (and the LM head on its sampled rows) in the object.
+// Each simulation builds its own (cluster/simulation.cc).
 class RooflineCost : public StepCost {
  public:
-  // REQUIRES: d.validate() passed. Resolves every constant once; seconds() is allocation-free.
+  // REQUIRES: d.validate() passed. Resolves every constant once.
   // With --enable-expert-parallel the MoE layers run ExpertParallelMoe (the "expert-parallel"
   // model, sim/cost/registry.h).
   explicit RooflineCost(const Deployment& d) : RooflineCost(d, RooflineScope{}) {}
@@ -49,6 +56,22 @@ class RooflineCost : public StepCost {
 
  private:
   StepBreakdown compute(const BatchShape& b, bool keep_groups) const;
+
+  // The terms of a step of t tokens that depend on t alone: the linear layers, the elementwise
+  // kernels, the tensor-parallel all-reduces (not the MoE layers under expert parallelism).
+  struct TokenTerms {
+    RooflineTerm qkv, o_proj, mlp, moe_mlp, moe_dispatch, elementwise;
+    double all_reduce_s = 0, all_reduce_bytes = 0;
+  };
+  TokenTerms token_terms(double t) const;
+  RooflineTerm lm_head_term(double logit_rows) const;
+  // table[i], computed by compute() the first time (the table grows to i + 1).
+  template <typename T, typename F>
+  static const T& memo(std::vector<std::optional<T>>& table, std::int64_t i, F compute);
+  // Memoized up to this many tokens (or sampled rows) a step; larger steps compute afresh.
+  static constexpr std::int64_t kMaxMemoTokens = 16384;
+  mutable std::vector<std::optional<TokenTerms>> by_tokens_;
+  mutable std::vector<std::optional<RooflineTerm>> by_logits_;
 
   // Per GPU, per layer.
   double qkv_params_ = 0, o_params_ = 0, dense_mlp_params_ = 0;

@@ -41,7 +41,7 @@ class StepCost {
   virtual ~StepCost() = default;
   virtual double seconds(const BatchShape& b) const = 0;
   virtual StepBreakdown breakdown(const BatchShape& b) const = 0;
-  // The breakdown's totals without the per-group list (no allocation; for the simulator).
+  // The breakdown's totals without the per-group list (for the simulator).
   virtual StepBreakdown totals(const BatchShape& b) const { return breakdown(b); }
 };
 

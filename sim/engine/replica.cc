@@ -5,19 +5,9 @@
 #include <limits>
 
 #include "sim/core/error.h"
+#include "sim/engine/block_hash.h"
 
 namespace capsim {
-namespace {
-
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 
 Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
                  std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
@@ -71,57 +61,6 @@ void Replica::release_all(Sequence& s) {
   s.sw_first = 0;
 }
 
-namespace {
-
-// A block's identity is the hash chain of vLLM (hash of the parent block and this block's
-// tokens); tokens are described by content segments, so the hash combines each segment piece
-// (content id, offset in the segment, length) that the block covers. `seg`/`seg_start` are a
-// cursor into r.segments: the first segment that may overlap `block` and where it starts. Every
-// segment before it ends at or before the block's first token, so it would contribute nothing
-// and never stop the walk; blocks hashed in increasing order move it forward only, so hashing a
-// prompt of S segments and B blocks costs O(S + B) rather than O(S x B).
-std::uint64_t chained_block_hash(const Request& r, std::int64_t block_size, std::uint64_t parent,
-                                 std::int64_t block, std::size_t& seg, std::int64_t& seg_start) {
-  const std::int64_t begin = block * block_size, end = begin + block_size;
-  std::uint64_t h = mix64(parent ^ 0x51ed2701a3c4e5f7ULL);
-  if (r.segments.empty()) {
-    h = mix64(h ^ mix64(r.id * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(block)));
-  } else {
-    while (seg < r.segments.size() && seg_start + r.segments[seg].tokens <= begin) {
-      seg_start += r.segments[seg].tokens;
-      ++seg;
-    }
-    std::int64_t start = seg_start;
-    for (std::size_t k = seg; k < r.segments.size(); ++k) {
-      const ContentSegment& sg = r.segments[k];
-      const std::int64_t s_end = start + sg.tokens;
-      if (s_end > begin && start < end) {
-        const std::int64_t from = std::max(begin, start) - start;
-        const std::int64_t to = std::min(end, s_end) - start;
-        h = mix64(h ^ mix64(sg.content));
-        h = mix64(h ^ static_cast<std::uint64_t>(from) ^ (static_cast<std::uint64_t>(to) << 32));
-      }
-      if (s_end >= end) break;
-      start = s_end;
-    }
-  }
-  return h == 0 ? 1 : h;
-}
-
-// Appends the hashes of blocks hashes.size() .. blocks - 1 of `r`.
-void extend_block_hashes(const Request& r, std::int64_t block_size, std::int64_t blocks,
-                         std::vector<std::uint64_t>& hashes) {
-  std::size_t seg = 0;
-  std::int64_t seg_start = 0;
-  while (static_cast<std::int64_t>(hashes.size()) < blocks) {
-    const std::uint64_t parent = hashes.empty() ? 0 : hashes.back();
-    hashes.push_back(chained_block_hash(r, block_size, parent,
-                                        static_cast<std::int64_t>(hashes.size()), seg, seg_start));
-  }
-}
-
-}  // namespace
-
 void Replica::extend_hashes(Sequence& s, std::int64_t blocks) const {
   extend_block_hashes(s.req, block_size_, blocks, s.hashes);
 }
@@ -138,8 +77,9 @@ void Replica::add_request(Request r, SimTime now) {
   }
   Sequence& s = seqs_[static_cast<std::size_t>(slot)];
   s.req = std::move(r);
-  // The router's hashes of the prompt, when taken at this block size, are the sequence's first
-  // hashes (the same chain extend_hashes would compute); otherwise they are dropped.
+  // The router's hashes of the prompt (or those the simulation's SessionHashCache proved), when
+  // taken at this block size, are the sequence's first hashes (the same chain extend_hashes
+  // would compute); otherwise they are dropped.
   if (s.req.hashed_block_size == block_size_) s.hashes = std::move(s.req.block_hashes);
   s.req.block_hashes = {};
   s.req.hashed_block_size = 0;

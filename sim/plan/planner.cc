@@ -164,6 +164,8 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           Candidate& c = cands[batch[k]];
           c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,
                                      space.early_stop);
+          drop_run_details(c.search.best.result);
+          if (c.search.below) drop_run_details(c.search.below->result);
         },
         {});
     for (std::size_t r = 0; r < rounds.size(); ++r) {
@@ -272,7 +274,11 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           const bool shared = routers.size() >= 2 && specs.front().extra_groups.empty();
           results[k] = search_routers(
               routers.size(), from.search.best.replicas, by_cards,
-              [&](std::size_t r, int n) { return evaluate(specs[r], n, space.min_goodput, space.replications); },
+              [&](std::size_t r, int n) {
+                Evaluation e = evaluate(specs[r], n, space.min_goodput, space.replications);
+                drop_run_details(e.result);
+                return e;
+              },
               shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
         },
         {});

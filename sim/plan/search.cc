@@ -209,6 +209,16 @@ std::string binding_resource(const SimulationResult& r) {
   return compute >= memory ? "compute" : "memory bandwidth";
 }
 
+void drop_run_details(SimulationResult& r) {
+  r.records = {};
+  r.timeline = {};
+  for (ReplicaSummary& s : r.replicas) {
+    s.stats.step_ms_distribution = WeightedSamples{};
+    s.stats.batch_sequences_distribution = WeightedSamples{};
+    s.stats.timeline = {};
+  }
+}
+
 std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec) {
   std::vector<EarlyStop> out;
   for (const scenario::SloSpec& s : spec.slos) {

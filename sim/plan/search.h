@@ -78,6 +78,13 @@ struct Evaluation {
 Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
                     int replications = 1, bool early_stop = false);
 
+// Drops what no plan answer reads of a run: the per-request records, the timelines and each
+// replica's per-step distributions (step times, batch sizes), several MB for a 30-minute cluster
+// run. Keeps every percentile, the steady-state analysis and the totals that check_slos,
+// binding_resource and the plan's JSON read. The planner holds the runs of every option it
+// reports until it answers.
+void drop_run_details(SimulationResult& r);
+
 // The early-stop rules for the scenario's SLOs (percentile SLOs of ttft, tpot and e2el).
 std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec);
 

@@ -521,3 +521,55 @@ TEST_CASE("roofline: TensorRT-LLM decode attention reads each KV head once per s
   const StepBreakdown s1 = RooflineCost(d1).breakdown(decodes(256, 2048));
   CHECK(group(s1, "attention_decode").bytes == Approx(85899345920.0));
 }
+
+TEST_CASE("roofline: memoized step totals equal a fresh breakdown, bit for bit",
+          "[cost][roofline][memo]") {
+  // totals() keeps the groups that depend on the token count alone (and the LM head by sampled
+  // rows) from one step to the next; breakdown() computes every group afresh. Both must add the
+  // same doubles in the same order, for every kind of model and step, the first time a token
+  // count is seen and every time after.
+  const std::vector<Deployment> deployments = {
+      deploy("llama-3.1-8b", "h100-sxm"),
+      deploy("mistral-7b", "rtx-3090", 2, Precision::kBf16, Precision::kFp8),  // TP over PCIe
+      deploy("mixtral-8x7b", "h100-sxm", 2),                                    // routed experts
+      deploy("gemma-2-9b", "h100-sxm"),                                         // sliding window
+      deploy("llama-3.1-70b", "h100-sxm", 4)};
+  std::vector<BatchShape> shapes = {decodes(1, 1024), decodes(7, 300), decodes(64, 100),
+                                    decodes(64, 5000), decodes(256, 2048), prefill(1),
+                                    prefill(100, 600), prefill(2048), prefill(20000)};
+  BatchShape mixed = decodes(30, 900);
+  mixed.add_prefill_chunk(1200, 512, false);
+  shapes.push_back(mixed);
+  for (const Deployment& d : deployments) {
+    const RooflineCost memo(d);
+    for (int round = 0; round < 2; ++round) {
+      for (const BatchShape& b : shapes) {
+        const StepBreakdown fresh = RooflineCost(d).breakdown(b);
+        const StepBreakdown m = memo.totals(b);
+        INFO(d.model.name << " round " << round << " tokens " << b.tokens());
+        CHECK(m.seconds == fresh.seconds);
+        CHECK(m.flops == fresh.flops);
+        CHECK(m.bytes == fresh.bytes);
+        CHECK(m.compute_s == fresh.compute_s);
+        CHECK(m.memory_s == fresh.memory_s);
+        CHECK(m.communication_s == fresh.communication_s);
+        CHECK(m.overhead_s == fresh.overhead_s);
+        CHECK(m.mfu == fresh.mfu);
+        CHECK(m.mbu == fresh.mbu);
+        CHECK(m.groups.empty());
+        CHECK(memo.seconds(b) == fresh.seconds);
+      }
+    }
+    // 64 decodes over 100 or 5000 tokens of context share their token terms, not their
+    // attention: the longer context reads more KV.
+    CHECK(memo.totals(decodes(64, 5000)).seconds > memo.totals(decodes(64, 100)).seconds);
+  }
+  // By hand, llama-3.1-8b, one decode over 1024 tokens: per layer qkv 4096 x (4096 + 2 x 1024)
+  // = 25,165,824, o 4096 x 4096 = 16,777,216, MLP 3 x 4096 x 14336 = 176,160,768 parameters:
+  // 2 x 218,103,808 x 32 layers = 13,958,643,712 FLOPs; attention 4 x 32 heads x 128 x 1024
+  // pairs x 32 layers = 536,870,912; LM head 2 x 128256 x 4096 = 1,050,673,152. Sum
+  // 15,546,187,776, memoized or not.
+  const RooflineCost llama(deployments[0]);
+  CHECK(llama.totals(decodes(1, 1024)).flops == 15'546'187'776.0);
+  CHECK(llama.totals(decodes(1, 1024)).flops == 15'546'187'776.0);
+}
