@@ -67,7 +67,7 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
     CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0 && in_free_[b], "KV: allocating a block in use");
     unlink_free(b);
     if (hash_[b] != 0) {  // evict: the cached content is lost only now
-      if (cached_.find(hash_[b]) == b) cached_.erase(hash_[b]);
+      cached_.erase_if(hash_[b], b);
       hash_[b] = 0;
       ++evictions_;
     }
