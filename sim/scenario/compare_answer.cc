@@ -108,11 +108,13 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   CompareAnswer answer;
   answer.base = o.base;
   const ScenarioSpec& base = answer.base;
-  validate_names(base);  // unknown names: exit 2 before anything runs
+  // Serving first: a disaggregated base has pool and link names compare would never use, so
+  // naming a missing KV link would be the wrong complaint.
   if (base.serving != "aggregated") {
     throw Error("--serving: compare runs aggregated deployments; for " + base.serving +
                 " use `capsim simulate` or `capsim plan --pd-search`");
   }
+  validate_names(base);  // unknown names: exit 2 before anything runs
   if (o.before_search) o.before_search();
   const PriceBook prices = load_prices_with_overrides(
       o.prices_file.empty() ? data_dir() + "/calibration/prices.yaml" : o.prices_file, cards(),

@@ -74,6 +74,12 @@ TEST_CASE("compare: a workload no deployment can run is bad input (exit 2), not 
   CHECK(has(f.out, "does not fit on rtx-4090"));
   CHECK(has(f.out, "verdict: none of the deployments can run"));
   CHECK_FALSE(has(f.out, "to launch"));
+  // A disaggregated base is refused for what it is, not for the KV link it lacks (before:
+  // "--kv-link: unknown KV link ''").
+  const auto pd = run_capsim("compare -m llama-3.1-8b --rate 1 --requests 20 -q -d '1x h100-sxm' --serving pd-disaggregated");
+  CHECK(pd.status == 2);
+  CHECK(has(pd.err, "compare runs aggregated deployments"));
+  CHECK(has(pd.err, "plan --pd-search"));
 }
 
 TEST_CASE("fit and simulate on a T4: no fp8 suggested or accepted", "[cli][precision]") {
