@@ -7,8 +7,9 @@
 //   4. the same per-replica load on 1, 4 and 16 replicas (growth with the replica count);
 //   5. `capsim plan workloads/chatbot-500-users.yaml` over all cards (once; wall and CPU time,
 //      with the load-share search's early stops and without), unless REPEATS is negative.
-// Each case also runs with skip-ahead off (SimulationConfig::skip_ahead) for its share of the
-// speed; the results are identical (tests/cluster/skip_ahead_test.cc).
+// Each case also runs with skip-ahead off (SimulationConfig::skip_ahead, which also turns off
+// the implicit decode cohort: every sequence stepped one by one) for their share of the speed;
+// the results are identical (tests/cluster/skip_ahead_test.cc).
 // Usage: capsim_bench [SHARED_DIR] [REPEATS]. Prints one line per case; the best of REPEATS
 // (|REPEATS|; negative: no plan case). Wall times depend on the machine's load: note `uptime`.
 #include <chrono>
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
       issue.requests = n;
       const std::string k = std::to_string(n / 1000) + "k";
       report(("Llama-2-7B A100-80GB 8 req/s, " + k + " requests").c_str(), time_scenario(issue, repeats));
-      report("  the same, skip-ahead off", time_scenario(issue, repeats, false));
+      report("  the same, skip-ahead and implicit decode off", time_scenario(issue, repeats, false));
     }
     for (const int replicas : {1, 4, 16}) {
       issue.replicas = replicas;

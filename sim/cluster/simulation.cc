@@ -92,6 +92,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     if (cfg.request_timeout && *cfg.request_timeout <= 0) throw Error("--request-timeout: must be > 0");
     kick_.assign(replicas_.size(), 0);
     for (const Replica* r : replicas_) hash_sessions_ = hash_sessions_ || r->kv().prefix_caching();
+    // Implicit decode goes with skip-ahead (both off in live mode: go_live).
+    for (Replica* r : replicas_) r->set_implicit_decode(cfg.skip_ahead);
   }
 
   // Builds pool `p`'s replicas (0: the only pool, or the prefill pool; 1: the decode pool).
@@ -145,12 +147,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     metrics_.on_token(s, now);
   }
 
-  void on_decode_steps(const Replica& r, const std::vector<std::int32_t>& batch, SimTime previous,
-                       const std::vector<SimTime>& delivered) override {
-    std::int64_t counted = 0;
-    for (const std::int32_t slot : batch) counted += metrics_.counted(r.seq(slot).req) ? 1 : 0;
-    metrics_.on_decode_steps(counted, previous, delivered);
+  void on_decode_step(std::int64_t counted, SimTime previous, SimTime delivered) override {
+    metrics_.on_decode_step(counted, previous, delivered);
   }
+  bool counts(const Sequence& s) const override { return metrics_.counted(s.req); }
 
   void on_finish(const Sequence& s, SimTime now) override {
     if (cfg_.decode_pool && current_replica_ < offset_[1]) {
@@ -225,6 +225,8 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   void go_live(std::vector<LiveEvent>* out) {
     if (cfg_.decode_pool) throw Error("serving pd-disaggregated: not available in live mode (capsim emulate)");
     live_ = out;
+    // Live clients get one event per token, and abort/replicas() read sequences' state.
+    for (Replica* r : replicas_) r->set_implicit_decode(false);
   }
   SimTime live_now() const { return live_now_; }
   std::optional<SimTime> next_event_time() const {
@@ -300,7 +302,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     // next event and the other steps begun now. Steps are pushed in replica order, as stepping
     // one by one pushes them, so events at equal times keep their order. Off in live mode:
     // requests arrive from outside (the queue's next event is no safe stopping point) and
-    // live clients need one event per token.
+    // live clients need one event per token (implicit decode is off there as well).
     for (std::size_t k = 0; k < started_.size(); ++k) {
       SimTime end = started_[k].second;
       if (cfg_.skip_ahead && !live_) {

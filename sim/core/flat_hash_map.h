@@ -41,11 +41,25 @@ class FlatHashMap {
 
   // Removes `key` if present. Later entries of its probe run shift back, so no tombstones.
   void erase(std::uint64_t key) {
+    const std::size_t i = position(key);
+    if (keys_[i] != 0) erase_at(i);
+  }
+  // Removes `key` if it maps to `value` (one probe walk where find() then erase() take two).
+  void erase_if(std::uint64_t key, std::int32_t value) {
+    const std::size_t i = position(key);
+    if (keys_[i] != 0 && values_[i] == value) erase_at(i);
+  }
+
+  std::size_t size() const { return size_; }
+
+ private:
+  // Where `key` is, or the empty slot ending its probe run.
+  std::size_t position(std::uint64_t key) const {
     std::size_t i = slot(key);
-    while (keys_[i] != key) {
-      if (keys_[i] == 0) return;
-      i = (i + 1) & mask_;
-    }
+    while (keys_[i] != key && keys_[i] != 0) i = (i + 1) & mask_;
+    return i;
+  }
+  void erase_at(std::size_t i) {
     std::size_t hole = i;
     for (std::size_t j = (hole + 1) & mask_; keys_[j] != 0; j = (j + 1) & mask_) {
       const std::size_t home = slot(keys_[j]);
@@ -61,9 +75,6 @@ class FlatHashMap {
     --size_;
   }
 
-  std::size_t size() const { return size_; }
-
- private:
   std::size_t slot(std::uint64_t key) const {
     return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
   }

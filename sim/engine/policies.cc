@@ -1,5 +1,7 @@
 #include "sim/engine/policies.h"
 
+#include <stdexcept>
+
 #include "sim/core/error.h"
 
 namespace capsim {
@@ -14,6 +16,10 @@ const std::vector<PolicyInfo>& scheduler_policies() {
        [] { return std::make_unique<StaticBatchPolicy>(); }},
   };
   return table;
+}
+
+void SchedulerPolicy::schedule_waiting(Replica&, StepPlan&, std::int64_t) {
+  throw std::logic_error("schedule_waiting: only for policies whose decodes_then_admits() is true");
 }
 
 std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name) {

@@ -8,9 +8,9 @@ namespace capsim {
 class VllmV1Policy : public SchedulerPolicy {
  public:
   void schedule(Replica& r, StepPlan& plan) override;
-  // The running loop decodes each sequence once (budget >= running, grow() succeeding) and the
-  // waiting loop stops at once (empty, or max_num_seqs running).
-  bool repeats_pure_decode() const override { return true; }
+  // The running walk, then (nothing preempted) the waiting queue FCFS.
+  bool decodes_then_admits() const override { return true; }
+  void schedule_waiting(Replica& r, StepPlan& plan, std::int64_t budget) override;
 };
 
 class StaticBatchPolicy : public SchedulerPolicy {

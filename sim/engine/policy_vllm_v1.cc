@@ -36,6 +36,12 @@ void VllmV1Policy::schedule(Replica& r, StepPlan& plan) {
     ++i;
   }
   if (preempted) return;
+  schedule_waiting(r, plan, budget);
+}
+
+void VllmV1Policy::schedule_waiting(Replica& r, StepPlan& plan, std::int64_t budget) {
+  const SchedulerLimits& lim = r.limits();
+  auto& running = r.running();
   auto& waiting = r.waiting();
   // Multi-LoRA: requests whose adapter would exceed max_loras are set aside and the queue goes
   // on; they return to its front, in order, after this step's admissions (vLLM V1's

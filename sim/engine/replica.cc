@@ -70,7 +70,14 @@ void Replica::add_request(Request r, SimTime now) {
   if (!free_slots_.empty()) {
     slot = free_slots_.back();
     free_slots_.pop_back();
-    seqs_[static_cast<std::size_t>(slot)] = Sequence{};
+    // A fresh sequence, keeping the block table's storage (released, so empty): a block table
+    // grows block by block, and reallocating it for every request was a tenth of the run's
+    // allocations.
+    Sequence& old = seqs_[static_cast<std::size_t>(slot)];
+    std::vector<std::int32_t> table = std::move(old.blocks);
+    table.clear();
+    old = Sequence{};
+    old.blocks = std::move(table);
   } else {
     slot = static_cast<std::int32_t>(seqs_.size());
     seqs_.emplace_back();
@@ -183,6 +190,8 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
     sw = (total_blocks - first) * layout_.sliding_groups;
   }
   if (total_blocks - hit_blocks + sw > kv_.free_blocks() - reclaimed) return false;
+  // The whole sequence's table at once (it grows to this unless preempted or finished early).
+  s.blocks.reserve(static_cast<std::size_t>((s.req.prompt_tokens + s.req.output_tokens + block_size_ - 1) / block_size_));
   kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
   s.registered = hit_blocks;
   const bool ok = kv_.allocate(total_blocks - hit_blocks, s.blocks);
@@ -200,6 +209,7 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
     stats_.prefix_lookup_tokens += s.req.prompt_tokens;
   }
   s.computed = cached;
+  s.admitted = admissions_++;
   running_.push_back(slot);
   return true;
 }
@@ -292,13 +302,14 @@ SimTime Replica::begin_step(SimTime now) {
   // be empty the engine waits for the step in flight and schedules afresh, so it sees `now`.
   const bool back_to_back = deployment_->engine.async_scheduling && last_step_end_ == now;
   visible_until_ = back_to_back ? step_start_ : now;
-  policy_->schedule(*this, plan_);
-  if (back_to_back && plan_.items.empty() && plan_.preempted == 0 && !waiting_.empty()) {
+  schedule_step();
+  if (back_to_back && plan_.items.empty() && cohort_planned_ == 0 && plan_.preempted == 0 &&
+      !waiting_.empty()) {
     visible_until_ = now;
-    policy_->schedule(*this, plan_);
+    schedule_step();
   }
   record_state(now);
-  if (plan_.items.empty()) return 0;
+  if (plan_.items.empty() && cohort_planned_ == 0) return 0;
   if (deployment_->lora) load_adapters();
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
@@ -343,8 +354,9 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   last_step_end_ = now;
   bool any_finished = false;
   // The client receives this step's tokens after the return path, which walks every sequence
-  // that emitted one (docs/cost-model.md#request-path).
-  std::int64_t emitting = 0;
+  // that emitted one (docs/cost-model.md#request-path): every cohort member decoded in bulk, and
+  // the explicit items that emit.
+  std::int64_t emitting = cohort_planned_;
   for (const ScheduledItem& it : plan_.items) {
     const Sequence& s = seq(it.slot);
     if (s.computed + it.tokens >= s.tokens()) ++emitting;
@@ -352,6 +364,35 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   const EngineProfile& e = deployment_->engine;
   const SimTime delivered =
       now + from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(emitting));
+  const auto finish = [&](std::int32_t slot, Sequence& s) {
+    release_all(s);
+    obs.on_finish(s, delivered);
+    free_slots_.push_back(slot);
+    s.req.segments.clear();
+    s.req.segments.shrink_to_fit();
+    s.hashes.clear();
+    s.hashes.shrink_to_fit();
+    any_finished = true;
+    s.computed = -1;  // marks the slot finished until it is reused
+  };
+  if (cohort_planned_ > 0) {
+    // The cohort comes first in plan order (it is the whole running set when the step began):
+    // each member computes its token and receives it at `delivered`; those whose last token it
+    // is leave in running order.
+    const SimTime previous = cohort_last_;
+    ++cohort_d_;
+    cohort_last_ = delivered;
+    obs.on_decode_step(cohort_counted_, previous, delivered);
+    while (!finishes_.empty() && finishes_.front().d == cohort_d_ - 1) {
+      const std::int32_t slot = finishes_.front().slot;
+      std::pop_heap(finishes_.begin(), finishes_.end(), std::greater<>{});
+      finishes_.pop_back();
+      Sequence& s = seq(slot);
+      leave_cohort(s, obs);
+      finish(slot, s);
+    }
+    cohort_planned_ = 0;
+  }
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
     std::int64_t emitted = 1;
@@ -378,26 +419,18 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
     }
     obs.on_token(s, delivered);
     s.last_token = delivered;
-    if (s.generated >= s.req.output_tokens) {
-      release_all(s);
-      obs.on_finish(s, delivered);
-      free_slots_.push_back(it.slot);
-      s.req.segments.clear();
-      s.req.segments.shrink_to_fit();
-      s.hashes.clear();
-      s.hashes.shrink_to_fit();
-      any_finished = true;
-      s.computed = -1;  // marks the slot finished until it is reused
-    }
+    if (s.generated >= s.req.output_tokens) finish(it.slot, s);
   }
   if (any_finished) {
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [&](std::int32_t slot) { return seq(slot).computed < 0; }),
                    running_.end());
   }
+  if (implicit_) try_join(obs);
 }
 
 Replica::AbortResult Replica::abort(std::uint64_t id, SimTime now) {
+  if (!stepping_) materialize_cohort();  // a step in flight keeps its running sequences anyway
   const auto is = [&](std::int32_t slot) { return seq(slot).req.id == id; };
   std::int32_t slot = -1;
   if (const auto it = std::find_if(running_.begin(), running_.end(), is); it != running_.end()) {
@@ -420,84 +453,52 @@ Replica::AbortResult Replica::abort(std::uint64_t id, SimTime now) {
   return AbortResult::kAborted;
 }
 
-// The step in flight only decodes, and the policy would plan the same decodes again: every
-// running sequence, nothing preempted, nothing admissible waiting (see repeats_pure_decode).
-bool Replica::quiet_decode() const {
-  // Speculative decodes emit a drawn number of tokens and LoRA steps may load adapters: neither
-  // repeats a step in closed form.
-  if (spec_k_ > 0 || deployment_->lora) return false;
-  if (!policy_->repeats_pure_decode() || layout_.hybrid() || plan_.preempted != 0) return false;
-  const auto n = static_cast<std::int64_t>(running_.size());
-  if (n == 0 || static_cast<std::int64_t>(plan_.items.size()) != n) return false;
-  if (n > limits().max_num_batched_tokens) return false;
-  return waiting_.empty() || n >= limits().max_num_seqs;
+// ---- Implicit decode ----
+
+void Replica::set_implicit_decode(bool on) {
+  assert(!stepping_);
+  // Speculative decodes emit a drawn number of tokens, LoRA steps may load adapters and sliding
+  // windows free blocks as sequences advance: their steps are only run one sequence at a time.
+  on = on && policy_->decodes_then_admits() && spec_k_ == 0 && !deployment_->lora &&
+       !layout_.hybrid();
+  if (!on) materialize_cohort();
+  implicit_ = on;
+  if (on && boundaries_.size() != static_cast<std::size_t>(block_size_)) {
+    boundaries_.assign(static_cast<std::size_t>(block_size_), {});
+    boundary_allocs_.assign(static_cast<std::size_t>(block_size_), 0);
+  }
 }
 
-SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs) {
-  if (end >= horizon || !stepping_ || !quiet_decode()) return end;
-  const std::size_t n = running_.size();
-  const std::int64_t bs = block_size_;
-  const SimTime previous = seq(running_[0]).last_token;
-  // Steps whose end may be skipped: none may emit a sequence's last token.
-  std::int64_t steps_left = std::numeric_limits<std::int64_t>::max();
-  for (std::size_t i = 0; i < n; ++i) {
-    const ScheduledItem& it = plan_.items[i];
-    if (it.slot != running_[i] || it.tokens != 1) return end;
-    const Sequence& s = seq(it.slot);
-    // A decode (not a prompt's last token), whose previous token came with everyone else's, and
-    // whose blocks and published blocks are exactly those of computed + 1 tokens.
-    if (s.generated < 1 || s.pending() != 1 || s.last_token != previous) return end;
-    const std::int64_t c1 = s.computed + 1;
-    if (static_cast<std::int64_t>(s.blocks.size()) != (c1 + bs - 1) / bs) return end;
-    if (kv_.prefix_caching() && s.registered != c1 / bs) return end;
-    steps_left = std::min(steps_left, s.req.output_tokens - s.generated - 1);
-  }
-  if (steps_left < 1) return end;
+// The policy's running walk, done in bulk, is exact when every running sequence is a member
+// (each then decodes one token: the walk gives it min(1, budget)), all fit the budget (the walk
+// stops at none) and every block this step's boundaries need is free (no grow() fails, so
+// nothing is preempted: the walk grows and publishes in running order, as below).
+bool Replica::cohort_step_possible() const {
+  if (cohort_n_ != static_cast<std::int64_t>(running_.size())) return false;
+  if (cohort_n_ > limits().max_num_batched_tokens) return false;
+  if (cohort_n_ == 0) return true;
+  return boundary_allocs_[static_cast<std::size_t>(cohort_d_ % block_size_)] <= kv_.free_blocks();
+}
 
-  // After m skipped step ends a sequence that had computed c0 tokens computes token c0 + m:
-  // it needs a new block when (c0 + m) % B == 0 and fills one when (c0 + m + 1) % B == 0, so
-  // its boundaries recur every B steps; bucket them by m mod B, in running order.
-  if (boundaries_.size() < static_cast<std::size_t>(bs)) boundaries_.resize(static_cast<std::size_t>(bs));
-  for (std::int64_t r = 0; r < bs; ++r) boundaries_[static_cast<std::size_t>(r)].clear();
-  boundary_allocs_.assign(static_cast<std::size_t>(bs), 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t c0 = seq(running_[i]).computed;
-    const auto ra = static_cast<std::size_t>(((-c0) % bs + bs) % bs);
-    const auto rp = static_cast<std::size_t>(((-c0 - 1) % bs + bs) % bs);
-    const bool publish = kv_.prefix_caching();
-    const auto pos = static_cast<std::int32_t>(i);
-    if (ra == rp) {
-      boundaries_[ra].push_back({pos, true, publish});
-    } else {
-      boundaries_[ra].push_back({pos, true, false});
-      if (publish) boundaries_[rp].push_back({pos, false, true});
-    }
-    ++boundary_allocs_[ra];
+void Replica::schedule_step() {
+  cohort_planned_ = 0;
+  if (!implicit_) {
+    policy_->schedule(*this, plan_);
+    return;
   }
-  // Buckets hold positions in running order only if each was filled in that order: it was.
-
-  const EngineProfile& e = deployment_->engine;
-  // end_step's return path with every running sequence emitting.
-  const SimTime ret = from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(n));
-  ff_delivered_.clear();
-  std::int64_t m = 0;
-  SimTime cur = end;
-  bool plain_begin = false;
-  while (m < steps_left && cur < horizon) {
-    // end_step(cur): each sequence computes its token and receives it after the return path.
-    ff_delivered_.push_back(cur + ret);
-    ++m;
-    stepping_ = false;
-    last_step_end_ = cur;
-    // begin_step(cur): the same decodes, back to back with the step that just ended.
-    const std::vector<Boundary>& due = boundaries_[static_cast<std::size_t>(m % bs)];
-    if (boundary_allocs_[static_cast<std::size_t>(m % bs)] > kv_.free_blocks()) {
-      plain_begin = true;  // a grow would fail: the policy preempts; let it
-      break;
-    }
-    for (const Boundary& b : due) {
-      Sequence& s = seq(running_[static_cast<std::size_t>(b.pos)]);
-      const std::int64_t total = s.computed + m + 1;  // s.computed is still c0
+  if (!cohort_step_possible()) {
+    materialize_cohort();
+    policy_->schedule(*this, plan_);
+    return;
+  }
+  std::int64_t budget = limits().max_num_batched_tokens;
+  const std::int64_t n = cohort_n_;
+  if (n > 0) {
+    // Each member that had computed c tokens grows to c + 1 (a new block on a boundary) and
+    // publishes the block that token fills, in running order.
+    for (const Boundary& b : boundaries_[static_cast<std::size_t>(cohort_d_ % block_size_)]) {
+      Sequence& s = seq(b.slot);
+      const std::int64_t total = s.computed + (cohort_d_ - s.cohort_base) + 1;
       if (b.allocate) {
         const bool ok = grow(s, total);
         assert(ok);
@@ -505,26 +506,118 @@ SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs
       }
       if (b.publish) register_full_blocks(s, total);
     }
-    visible_until_ = e.async_scheduling ? step_start_ : cur;
-    plan_.shape.decode_context_tokens += static_cast<double>(n);
-    record_state(cur);
-    stepping_ = true;
-    step_start_ = cur;
-    cur += record_step();
-    ++stats_.skipped_steps;
+    // plan_item's add_decode for each: contexts c + 1 summed (integers, so the double sum is
+    // exact in any order).
+    plan_.shape.decode_sequences += n;
+    plan_.shape.decode_context_tokens += static_cast<double>(cohort_ctx_ + n * (cohort_d_ + 1));
+    plan_.shape.logit_sequences += n;
+    budget -= n;
+    cohort_planned_ = n;
   }
-  if (m > 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      Sequence& s = seq(running_[i]);
-      s.computed += m;
-      s.generated += m;
-      s.last_token = ff_delivered_.back();
+  policy_->schedule_waiting(*this, plan_, budget);
+}
+
+namespace {
+std::size_t residue(std::int64_t x, std::int64_t b) { return static_cast<std::size_t>(((x % b) + b) % b); }
+}  // namespace
+
+void Replica::join_cohort(std::int32_t slot, ReplicaObserver& obs) {
+  Sequence& s = seq(slot);
+  s.cohort_base = cohort_d_;
+  ++cohort_n_;
+  if (obs.counts(s)) ++cohort_counted_;
+  cohort_ctx_ += s.computed - s.cohort_base;
+  // Joins come in running order (admission order), so appending keeps each bucket sorted.
+  const std::size_t ra = residue(s.cohort_base - s.computed, block_size_);
+  const std::size_t rp = residue(s.cohort_base - s.computed - 1, block_size_);
+  const bool publish = kv_.prefix_caching();
+  assert(boundaries_[ra].empty() || boundaries_[ra].back().admitted < s.admitted);
+  if (ra == rp) {
+    boundaries_[ra].push_back({s.admitted, slot, true, publish});
+  } else {
+    boundaries_[ra].push_back({s.admitted, slot, true, false});
+    if (publish) boundaries_[rp].push_back({s.admitted, slot, false, true});
+  }
+  ++boundary_allocs_[ra];
+  // The step at D emits token generated + (D - base) + 1: the last when that is output_tokens.
+  finishes_.push_back({s.cohort_base + s.req.output_tokens - s.generated - 1, s.admitted, slot});
+  std::push_heap(finishes_.begin(), finishes_.end(), std::greater<>{});
+}
+
+void Replica::leave_cohort(Sequence& s, ReplicaObserver& obs) {
+  const std::int32_t slot = static_cast<std::int32_t>(&s - seqs_.data());
+  const std::size_t ra = residue(s.cohort_base - s.computed, block_size_);
+  const std::size_t rp = residue(s.cohort_base - s.computed - 1, block_size_);
+  const auto drop = [&](std::size_t r) {
+    std::vector<Boundary>& v = boundaries_[r];
+    v.erase(std::find_if(v.begin(), v.end(), [slot](const Boundary& b) { return b.slot == slot; }));
+  };
+  drop(ra);
+  if (rp != ra && kv_.prefix_caching()) drop(rp);
+  --boundary_allocs_[ra];
+  --cohort_n_;
+  if (obs.counts(s)) --cohort_counted_;
+  cohort_ctx_ -= s.computed - s.cohort_base;
+  const std::int64_t steps = cohort_d_ - s.cohort_base;
+  s.computed += steps;
+  s.generated += steps;
+  s.last_token = cohort_last_;
+  s.cohort_base = -1;
+}
+
+void Replica::materialize_cohort() {
+  if (cohort_n_ == 0) return;
+  for (const std::int32_t slot : running_) {
+    Sequence& s = seq(slot);
+    if (s.cohort_base < 0) continue;
+    const std::int64_t steps = cohort_d_ - s.cohort_base;
+    s.computed += steps;
+    s.generated += steps;
+    s.last_token = cohort_last_;
+    s.cohort_base = -1;
+  }
+  for (std::vector<Boundary>& v : boundaries_) v.clear();
+  std::fill(boundary_allocs_.begin(), boundary_allocs_.end(), 0);
+  finishes_.clear();
+  cohort_n_ = cohort_counted_ = cohort_ctx_ = 0;
+}
+
+// After a step: the running sequences that are not members (this step's admissions, or all of
+// them after a step run one by one) join when every one of them can: it decodes next (one
+// pending token, not finished), received its latest token with the members, and holds exactly
+// the blocks (and published blocks) of its computed tokens, as a member does between steps.
+void Replica::try_join(ReplicaObserver& obs) {
+  const auto first = static_cast<std::size_t>(cohort_n_);  // members are a prefix of running_
+  if (first >= running_.size()) return;
+  const SimTime last = cohort_n_ > 0 ? cohort_last_ : seq(running_[first]).last_token;
+  for (std::size_t i = first; i < running_.size(); ++i) {
+    const Sequence& s = seq(running_[i]);
+    assert(s.cohort_base < 0);
+    if (s.generated < 1 || s.generated >= s.req.output_tokens || s.pending() != 1 ||
+        s.last_token != last || s.last_token < 0) {
+      return;
     }
-    obs.on_decode_steps(*this, running_, previous, ff_delivered_);
+    if (static_cast<std::int64_t>(s.blocks.size()) != (s.computed + block_size_ - 1) / block_size_) return;
+    if (kv_.prefix_caching() && s.registered != s.computed / block_size_) return;
   }
-  if (!plain_begin) return cur;
-  const SimTime dur = begin_step(cur);
-  return dur > 0 ? cur + dur : -1;
+  cohort_last_ = last;
+  for (std::size_t i = first; i < running_.size(); ++i) join_cohort(running_[i], obs);
+}
+
+SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs) {
+  SimTime cur = end;
+  // The step in flight ends at `cur` before anything else happens: when it only decodes the
+  // cohort and nobody finishes in it, its end reports tokens only (no completion, so no new
+  // event), and the event loop would begin the next step at once.
+  while (cur < horizon && stepping_ && cohort_planned_ > 0 && plan_.items.empty() &&
+         (finishes_.empty() || finishes_.front().d != cohort_d_)) {
+    end_step(cur, obs);
+    const SimTime dur = begin_step(cur);
+    if (dur == 0) return -1;
+    ++stats_.skipped_steps;
+    cur += dur;
+  }
+  return cur;
 }
 
 void Replica::close_stats(SimTime end) {

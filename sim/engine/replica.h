@@ -43,6 +43,12 @@ struct Sequence {
   SimTime first_token = -1, last_token = -1;
   std::int32_t preemptions = 0;
   std::int64_t prefix_hit_tokens = 0;  // at first admission
+  std::int64_t admitted = -1;  // the replica's admission counter when last admitted (running order)
+  // Implicit decode (Replica::set_implicit_decode): while >= 0 the sequence is in the replica's
+  // decode cohort and computed, generated and last_token are stale: the true values are
+  // computed + (D - cohort_base), generated + (D - cohort_base) and the cohort's last delivery,
+  // D being the replica's count of cohort decode steps. Inside the replica only.
+  std::int64_t cohort_base = -1;
 
   std::int64_t tokens() const { return req.prompt_tokens + generated; }
   std::int64_t pending() const { return tokens() - computed; }
@@ -70,12 +76,15 @@ class ReplicaObserver {
   // `now` is when the client receives the token (the step's end plus the return path).
   virtual void on_token(const Sequence& s, SimTime now) = 0;     // after s.generated grew
   virtual void on_finish(const Sequence& s, SimTime now) = 0;    // s is complete
-  // Quiet decode steps run at once (Replica::fast_forward): every sequence of `batch` (slots, in
-  // plan order) received one token at each time of `delivered` (ascending), its previous token
-  // at `previous`. Equivalent to on_token for each sequence of each step in order; no sequence
-  // finished and no other event happened in between.
-  virtual void on_decode_steps(const Replica& r, const std::vector<std::int32_t>& batch,
-                               SimTime previous, const std::vector<SimTime>& delivered) = 0;
+  // Implicit decode only (Replica::set_implicit_decode). A step decoded every sequence of the
+  // replica's decode cohort once: each received a token at `delivered`, its previous one at
+  // `previous`, and each already had a token before. `counted` of them are sequences for which
+  // counts() was true when they joined the cohort. Equivalent to on_token for each of them (in
+  // running order, before any of them finishes: on_finish follows for those that did).
+  virtual void on_decode_step(std::int64_t counted, SimTime previous, SimTime delivered) = 0;
+  // Implicit decode only: whether `s`'s tokens count for on_decode_step (asked once, when s joins
+  // the cohort; the answer must not change while s runs).
+  virtual bool counts(const Sequence& s) const = 0;
 };
 
 // Contract: schedule() fills `plan` with this step's work using the replica's mechanisms; it
@@ -84,12 +93,15 @@ class SchedulerPolicy {
  public:
   virtual ~SchedulerPolicy() = default;
   virtual void schedule(Replica& r, StepPlan& plan) = 0;
-  // True when, for a running set that only decodes (one pending token each), at most
-  // max_num_batched_tokens sequences, nothing preempted and no waiting request that could be
-  // admitted (none waiting, or max_num_seqs running), schedule() plans exactly one decode per
-  // running sequence in running order, growing each by grow() and nothing else. Replica::
-  // fast_forward relies on it to skip such steps in closed form.
-  virtual bool repeats_pure_decode() const { return false; }
+  // True when schedule() first walks the running sequences in running order, giving each
+  // min(pending + lookahead, budget) tokens (budget = max_num_batched_tokens minus what earlier
+  // ones took) through grow() and plan_item(), preempting only when a grow() fails, and then,
+  // when nothing was preempted, calls schedule_waiting() with the budget left. Replica's
+  // implicit decode relies on it: a step whose running sequences all decode one token, with
+  // enough blocks free, is that walk done in bulk followed by schedule_waiting().
+  virtual bool decodes_then_admits() const { return false; }
+  // The waiting part of schedule() (only for decodes_then_admits() policies).
+  virtual void schedule_waiting(Replica& r, StepPlan& plan, std::int64_t budget);
 };
 
 struct PolicyInfo {
@@ -119,7 +131,7 @@ struct ReplicaStats {
   TimeWeightedStats running;
   TimeWeightedStats waiting;
   std::int64_t steps = 0;
-  std::int64_t skipped_steps = 0;  // of them, run in closed form by fast_forward (not a result)
+  std::int64_t skipped_steps = 0;  // of them, run by fast_forward without the event loop (not a result)
   std::int64_t preemptions = 0;
   std::int64_t prompt_tokens_computed = 0;  // incl. recomputation
   std::int64_t prefix_hit_tokens = 0;
@@ -163,16 +175,22 @@ class Replica {
   SimTime begin_step(SimTime now);
   // Applies the step that began last; reports tokens and completions to `obs`.
   void end_step(SimTime now, ReplicaObserver& obs);
-  // Skip-ahead over a quiet decode stretch. Called right after begin_step() began a step that
-  // ends at `end`: when that step only decodes and the coming ones would repeat it (see
-  // SchedulerPolicy::repeats_pure_decode), runs end_step(e) + begin_step(e) for each step end
-  // e < `horizon` (the next event that could touch this replica or the metrics) in closed form:
-  // per step only the step's cost and statistics, per sequence only its block boundaries, the
-  // tokens reported once through obs.on_decode_steps. It stops before a step in which a
-  // sequence would finish, a block allocation could fail, or at `horizon`; the state and every
-  // statistic then equal those of stepping one by one (tests/cluster/skip_ahead_test.cc).
-  // Returns the end of the step now in flight (`end` when nothing was skipped), or -1 when a
-  // plain begin_step at the stretch's end found nothing to run.
+  // Implicit decode (off by default): running sequences that only decode one token per step,
+  // all received their latest token together and hold exactly the blocks their tokens need
+  // form a cohort whose progress is one replica counter, so a step costs O(sequences whose
+  // state changes: admitted, finishing, crossing a block boundary) instead of O(running).
+  // Tokens of the cohort reach the observer through on_decode_step. Anything else (another
+  // policy, speculation, LoRA, sliding windows, a step that may preempt or runs out of budget)
+  // makes every sequence explicit again first, so results are those of stepping each sequence
+  // (tests/cluster/skip_ahead_test.cc compares both bit for bit). Seq state read from outside
+  // (seq(), running()) is only current while it is off; turning it off makes it current.
+  void set_implicit_decode(bool on);
+  // Skip-ahead over a quiet decode stretch (implicit decode only). Called right after
+  // begin_step() began a step that ends at `end`: while the step in flight only decodes the
+  // cohort, no sequence finishes in it and it ends before `horizon` (the next event that could
+  // touch this replica or the metrics), runs its end_step and the next begin_step at once,
+  // exactly as the event loop would. Returns the end of the step now in flight (`end` when
+  // nothing was skipped), or -1 when a begin_step found nothing to run.
   SimTime fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs);
 
   std::size_t outstanding() const { return running_.size() + waiting_.size(); }
@@ -245,7 +263,13 @@ class Replica {
   // Publishes `s`'s blocks that are full once `computed_after` tokens are computed (prefix
   // caching: vLLM publishes a block's hash when a step is scheduled to fill it).
   void register_full_blocks(Sequence& s, std::int64_t computed_after);
-  bool quiet_decode() const;
+  // Implicit decode: the cohort (see set_implicit_decode).
+  void schedule_step();        // the policy's schedule(), in bulk for the cohort when it can be
+  bool cohort_step_possible() const;
+  void materialize_cohort();   // every sequence explicit again
+  void join_cohort(std::int32_t slot, ReplicaObserver& obs);
+  void leave_cohort(Sequence& s, ReplicaObserver& obs);  // makes s explicit (it finishes)
+  void try_join(ReplicaObserver& obs);
   // Multi-LoRA: makes the plan's adapters resident in the GPU slots (LRU), counting the loads.
   void load_adapters();
   // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
@@ -278,16 +302,32 @@ class Replica {
   SimTime last_step_end_ = -1;
   SimTime visible_until_ = 0;
   ReplicaStats stats_;
-  // fast_forward's scratch, kept to avoid allocating per stretch: per residue of the step
-  // index modulo block_size, the running positions with a block boundary at that step.
+  std::int64_t admissions_ = 0;  // Sequence::admitted counter
+  // ---- Implicit decode ----
+  bool implicit_ = false;
+  std::int64_t cohort_d_ = 0;       // D: cohort decode steps so far
+  std::int64_t cohort_n_ = 0;       // members (all in running_)
+  std::int64_t cohort_counted_ = 0; // members for which obs.counts() was true
+  std::int64_t cohort_ctx_ = 0;     // sum over members of computed - cohort_base
+  SimTime cohort_last_ = -1;        // when members received their latest token
+  std::int64_t cohort_planned_ = 0; // members the step in flight decodes in bulk (0: none)
+  // Block boundaries of members by residue of D modulo block_size, in running order: a member
+  // that had computed c0 at base needs a block in the step at D when (c0 + D - base) % B == 0
+  // and fills one (prefix caching publishes it) when (c0 + D - base + 1) % B == 0.
   struct Boundary {
-    std::int32_t pos;  // index into running_
-    bool allocate;     // the step needs a new block for this sequence
-    bool publish;      // the step fills a block (prefix caching)
+    std::int64_t admitted;
+    std::int32_t slot;
+    bool allocate, publish;
   };
   std::vector<std::vector<Boundary>> boundaries_;
-  std::vector<std::int32_t> boundary_allocs_;
-  std::vector<SimTime> ff_delivered_;
+  std::vector<std::int64_t> boundary_allocs_;
+  // Members by the D of the step that emits their last token, then running order (a min-heap).
+  struct Finish {
+    std::int64_t d, admitted;
+    std::int32_t slot;
+    bool operator>(const Finish& o) const { return d != o.d ? d > o.d : admitted > o.admitted; }
+  };
+  std::vector<Finish> finishes_;
 };
 
 }  // namespace capsim

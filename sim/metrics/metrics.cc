@@ -30,16 +30,6 @@ void MetricsCollector::on_token(const Sequence& s, SimTime now) {
   if (s.generated > 1 && counted(s.req)) itl_.add(to_seconds(now - s.last_token));
 }
 
-void MetricsCollector::on_decode_steps(std::int64_t counted, SimTime previous,
-                                       const std::vector<SimTime>& delivered) {
-  // Every sequence of a quiet step already had a token (generated > 1 after this one), and
-  // adding one gap `counted` times equals adding it once with that weight.
-  for (const SimTime t : delivered) {
-    itl_.add(to_seconds(t - previous), counted);
-    previous = t;
-  }
-}
-
 void MetricsCollector::on_finish(const Sequence& s, SimTime now, std::uint32_t replica) {
   if (!counted(s.req)) return;
   RequestRecord r;

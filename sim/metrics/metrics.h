@@ -45,9 +45,11 @@ class MetricsCollector {
  public:
   explicit MetricsCollector(SimTime warmup_end) : warmup_end_(warmup_end) {}
   void on_token(const Sequence& s, SimTime now);
-  // Quiet decode steps (ReplicaObserver::on_decode_steps) of a batch in which `counted`
-  // sequences count: each step adds one gap per counted sequence, as on_token would.
-  void on_decode_steps(std::int64_t counted, SimTime previous, const std::vector<SimTime>& delivered);
+  // A bulk decode step (ReplicaObserver::on_decode_step) in which `counted` sequences count:
+  // one gap per counted sequence, as on_token would add for each.
+  void on_decode_step(std::int64_t counted, SimTime previous, SimTime delivered) {
+    itl_.add(to_seconds(delivered - previous), counted);
+  }
   void on_finish(const Sequence& s, SimTime now, std::uint32_t replica);
   // A request whose client gave up (SimulationConfig::request_timeout).
   void on_timeout(const Request& r) {

@@ -240,3 +240,31 @@ TEST_CASE("skip-ahead: several replicas of two card types behind each router", "
     for (const ReplicaSummary& rs : r.replicas) CHECK(rs.stats.steps > 0);
   }
 }
+
+TEST_CASE("skip-ahead: implicit decode across chunked prefills, 1- and 2-token outputs and warm-up",
+          "[skip-ahead]") {
+  // Prompts of ~3,000 tokens against a 512-token budget are prefilled in chunks: a running
+  // sequence mid-prompt makes every sequence explicit again (the cohort's steps assume one
+  // token each), and the cohort re-forms once all decode. Outputs of 1 or 2 tokens finish at
+  // their first token or right after joining; a warm-up mixes counted and uncounted sequences
+  // within the cohort (ITL counts only the counted ones).
+  for (const bool request_path : {true, false}) {
+    Deployment d = deployment("llama-3.1-8b", "h100-sxm", 1, "vllm", request_path);
+    d.limits.max_num_batched_tokens = 512;
+    d.limits.enable_chunked_prefill = true;
+    SimulationConfig c;
+    c.groups = {ReplicaGroup{d, 1}};
+    c.warmup = from_seconds(15);
+    const OpenLoopConfig o = open_loop(2.0, 300, 3000, 8, 13);
+    const SimulationResult r = both_ways(c, [&] { return make_open_loop(o); });
+    CHECK(r.replicas[0].stats.batch_tokens.max() == 512);  // budget-bound steps: chunks
+    std::int64_t one = 0, two = 0;
+    for (const RequestRecord& q : r.records) {
+      one += q.output_tokens == 1;
+      two += q.output_tokens == 2;
+    }
+    CHECK(one > 0);
+    CHECK(two > 0);
+    CHECK(r.records.size() < 300);  // the warm-up's requests are not measured
+  }
+}

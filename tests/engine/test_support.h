@@ -176,12 +176,11 @@ struct FinishedSeq {
 class Recorder : public ReplicaObserver {
  public:
   void on_token(const Sequence& s, SimTime now) override { tokens[s.req.id].push_back(now); }
-  void on_decode_steps(const Replica& r, const std::vector<std::int32_t>& batch, SimTime,
-                       const std::vector<SimTime>& delivered) override {
-    for (const SimTime t : delivered) {
-      for (const std::int32_t slot : batch) tokens[r.seq(slot).req.id].push_back(t);
-    }
+  // Replicas stepped by hand keep implicit decode off (the default): no bulk steps come here.
+  void on_decode_step(std::int64_t, SimTime, SimTime) override {
+    throw std::logic_error("Recorder: a replica with implicit decode on");
   }
+  bool counts(const Sequence&) const override { return true; }
   void on_finish(const Sequence& s, SimTime now) override {
     finished.push_back({s.req.id, s.req.arrival, s.first_scheduled, s.first_token, now,
                         s.req.prompt_tokens, s.req.output_tokens, s.generated,
