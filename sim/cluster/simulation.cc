@@ -166,12 +166,11 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     }
     if (timeouts_on()) {
       where_.erase(s.req.id);
-      if (timed_out_.erase(s.req.id)) {
+      if (waiting_clients_.erase(s.req.id) == 0) {
         // Its last step was in flight when the client gave up (handle_timeout): already ended.
         --in_flight_;
         return;
       }
-      waiting_clients_.erase(s.req.id);
     }
     CAPSIM_INVARIANT(s.generated == s.req.output_tokens && s.computed <= s.tokens(),
                      "a request finished without exactly its output tokens");
@@ -248,23 +247,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   // See LiveSimulation::abort. Returns whether `id` was live.
   bool abort(std::uint64_t id) {
     if (live_ids_.erase(id) == 0) return false;
-    const auto at = where_.find(id);
-    if (at == where_.end()) {
-      undelivered_aborts_.insert(id);  // still before its replica: dropped when its event fires
-      return true;
-    }
-    const std::uint32_t i = at->second;
-    where_.erase(at);
-    switch (replicas_[i]->abort(id, live_now_)) {
-      case Replica::AbortResult::kInStep:
-        step_aborts_[i].push_back(id);  // the step in flight holds it; applied when it ends
-        break;
-      case Replica::AbortResult::kAborted:
-        --in_flight_;
-        start_step(i, live_now_);  // freed KV may let a waiting request in
-        break;
-      case Replica::AbortResult::kNotHere: break;
-    }
+    if (const auto freed = drop(id, live_now_)) start_step(*freed, live_now_);  // between instants
     return true;
   }
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return pools_[0]; }
@@ -421,8 +404,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {
     Request r = take(slot);
     replicas_[target]->note_delivered();
-    if ((live_ && undelivered_aborts_.erase(r.id)) ||  // the client left during the front end
-        (timeouts_on() && timed_out_.erase(r.id))) {
+    if (undelivered_aborts_.erase(r.id)) {  // the client left during the front end
       --in_flight_;
       return;
     }
@@ -470,15 +452,33 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     const auto it = step_aborts_.find(i);
     if (it == step_aborts_.end()) return;
     for (const std::uint64_t id : it->second) {
-      if (replicas_[i]->abort(id, now) == Replica::AbortResult::kAborted) {
-        --in_flight_;
-        timed_out_.erase(id);
-      }
+      if (replicas_[i]->abort(id, now) == Replica::AbortResult::kAborted) --in_flight_;
     }
     step_aborts_.erase(it);
   }
 
   bool timeouts_on() const { return cfg_.request_timeout.has_value() && !live_; }
+
+  // The engine lets go of request `id` (its client left): in the front end it is dropped when it
+  // reaches its replica, queued or running at once (Replica::abort: its KV blocks return), in a
+  // step in flight when that step ends (apply_step_aborts; a request that finishes in that step
+  // is already gone). Returns the replica it left at once, whose freed KV may let a waiting
+  // request in (the caller starts its next step).
+  std::optional<std::uint32_t> drop(std::uint64_t id, SimTime now) {
+    const auto at = where_.find(id);
+    if (at == where_.end()) {
+      undelivered_aborts_.insert(id);
+      return std::nullopt;
+    }
+    const std::uint32_t i = at->second;
+    where_.erase(at);
+    switch (replicas_[i]->abort(id, now)) {
+      case Replica::AbortResult::kInStep: step_aborts_[i].push_back(id); break;
+      case Replica::AbortResult::kAborted: --in_flight_; return i;
+      case Replica::AbortResult::kNotHere: break;
+    }
+    return std::nullopt;
+  }
 
   // The client of request `id` gives up at `now` (SimulationConfig::request_timeout) unless it
   // already has its answer. The request ends here for the metrics and the workload (a closed-loop
@@ -496,24 +496,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     ++timed_out_all_;
     CAPSIM_INVARIANT(ended_.insert(r.id).second, "a request ended twice");
 #endif
-    const auto at = where_.find(id);
-    if (at == where_.end()) {
-      timed_out_.insert(id);  // still in the front end: dropped when it reaches its replica
-    } else {
-      const std::uint32_t i = at->second;
-      where_.erase(at);
-      switch (replicas_[i]->abort(id, now)) {
-        case Replica::AbortResult::kInStep:
-          timed_out_.insert(id);
-          step_aborts_[i].push_back(id);
-          break;
-        case Replica::AbortResult::kAborted:
-          --in_flight_;
-          kick_[i] = 1;  // freed KV may let a waiting request in
-          break;
-        case Replica::AbortResult::kNotHere: break;
-      }
-    }
+    if (const auto freed = drop(id, now)) kick_[*freed] = 1;  // its step starts with this instant's
     workload_.on_finish(r, now, *this);
   }
 
@@ -676,18 +659,16 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::int64_t in_flight_ = 0, max_in_flight_ = 0, arrived_ = 0;
   std::vector<std::int64_t> over_;      // per early-stop rule: measured requests over kFactor x bound
   std::string stopped_, stopped_slo_;  // set when an early-stop rule ended the run
-  // Live mode only (empty in batch runs).
+  // Live mode, and where_/undelivered_aborts_/step_aborts_ also with request_timeout (empty otherwise).
   std::vector<LiveEvent>* live_ = nullptr;
   SimTime live_now_ = 0;
   std::unordered_set<std::uint64_t> live_ids_;             // submitted, not yet ended or aborted
   std::unordered_map<std::uint64_t, std::uint32_t> where_;  // delivered id -> replica
-  std::unordered_set<std::uint64_t> undelivered_aborts_;   // aborted before reaching a replica
+  std::unordered_set<std::uint64_t> undelivered_aborts_;   // dropped before reaching a replica
   std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> step_aborts_;  // replica -> ids
   // SimulationConfig::request_timeout only (empty otherwise): requests whose client still waits
-  // (with where_ telling their replica once delivered), and those given up on that the engine
-  // still holds (in the front end or in a step in flight).
+  // (with where_ telling their replica once delivered; drop() lets go of the others).
   std::unordered_map<std::uint64_t, Request> waiting_clients_;
-  std::unordered_set<std::uint64_t> timed_out_;
   std::size_t timeouts_queued_ = 0;  // kTimeout events in queue_
 #if CAPSIM_INVARIANTS_ON
   std::unordered_set<std::uint64_t> ended_;  // ids of requests that finished or were rejected

@@ -50,6 +50,19 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.why = "missed decisively, " + r.stopped_early;
     return d;
   }
+  // Requests whose client gave up (--request-timeout) have no latency in the statistics, which
+  // cover the answered ones only: their TTFT and E2E were over the timeout, so those SLOs fail;
+  // a per-token SLO cannot pass on the survivors alone.
+  const bool queued_metric = s.metric == "ttft" || s.metric == "e2el";
+  const std::string timed_out = r.timed_out > 0 ? std::to_string(r.timed_out) + " of " +
+                                                      std::to_string(r.timed_out + r.completed) +
+                                                      " measured requests timed out (the client gave up)"
+                                                : "";
+  if (!timed_out.empty() && queued_metric) {
+    d.decision = Decision::kFail;
+    d.why = timed_out;
+    return d;
+  }
   if (std::isnan(d.value)) {
     d.decision = Decision::kFail;
     d.why = "no request completed with this statistic";
@@ -60,18 +73,7 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
                                            : "";
   // Overload (TTFT keeps growing) fails the SLOs that include queueing (TTFT, E2E); a per-token
   // SLO of an overloaded run is at best inconclusive: its value belongs to no steady state.
-  const bool queued_metric = s.metric == "ttft" || s.metric == "e2el";
-  // Requests whose client gave up (--request-timeout) have no latency in the statistics, which
-  // cover the answered ones only: their TTFT and E2E were over the timeout, so those SLOs fail;
-  // a per-token SLO cannot pass on the survivors alone.
-  const std::string timed_out = r.timed_out > 0 ? std::to_string(r.timed_out) + " of " +
-                                                      std::to_string(r.timed_out + r.completed) +
-                                                      " measured requests timed out (the client gave up)"
-                                                : "";
-  if (!timed_out.empty() && queued_metric) {
-    d.decision = Decision::kFail;
-    d.why = timed_out;
-  } else if (r.steady.growing && queued_metric) {
+  if (r.steady.growing && queued_metric) {
     d.decision = Decision::kFail;
     d.why = "overloaded: TTFT keeps growing through the run";
   } else if (d.low > d.bound || (!d.has_interval && d.value > d.bound)) {
@@ -105,13 +107,13 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   bool growing = false, settled = true;
   for (const SimulationResult* r : runs) {
     const SloDecision one = decide_slo(slo, *r);
+    // A replication whose clients timed out decides it (decide_slo: FAIL or at best INCONCLUSIVE).
+    if (r->timed_out > 0) return one;
     if (std::isnan(one.estimate)) {
       d.decision = Decision::kFail;
       d.why = "no request completed with this statistic in one of the replications";
       return d;
     }
-    // A replication whose clients timed out decides it (decide_slo: FAIL or at best INCONCLUSIVE).
-    if (r->timed_out > 0) return one;
     est.push_back(one.estimate);
     growing = growing || r->steady.growing;
     settled = settled && r->steady.settled && r->steady.analysed;

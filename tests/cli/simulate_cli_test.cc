@@ -365,8 +365,9 @@ TEST_CASE("simulate cli: --request-timeout under overload: failed requests, late
   CHECK(t.at("p99_e2el_ms").get<double>() <= 20000);
   CHECK(t.at("capsim").at("slos").at(0).at("decision").get<std::string>() == "FAIL");
   const Run text = simulate("-q --model llama-3.1-8b --card l4 --rate 4 --arrival constant --duration 1min "
-                            "--input-tokens 2000 --output-tokens 100 --request-timeout 20s");
+                            "--input-tokens 2000 --output-tokens 100 --request-timeout 20s --slo 'ttft_p95<=1s'");
   CHECK(has(text.out, "timed out (the client gave up after 20.00 s; not in the latencies)"));
+  CHECK(has(text.out, "measured requests timed out (the client gave up)"));  // the SLO's reason
   // Bad values exit 2 naming the flag.
   const Run zero = simulate(std::string(kSmall) + " --request-timeout 0s");
   CHECK(zero.status == 2);
