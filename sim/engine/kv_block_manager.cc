@@ -1,5 +1,6 @@
 #include "sim/engine/kv_block_manager.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "sim/core/invariant.h"
@@ -10,6 +11,7 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
     : prefix_caching_(prefix_caching),
       ref_(static_cast<std::size_t>(num_blocks), 0),
       hash_(static_cast<std::size_t>(num_blocks), 0),
+      tag_(static_cast<std::size_t>(num_blocks), 0),
       prev_(static_cast<std::size_t>(num_blocks), -1),
       next_(static_cast<std::size_t>(num_blocks), -1),
       in_free_(static_cast<std::size_t>(num_blocks), 0),
@@ -57,10 +59,28 @@ void KvBlockManager::take_hits(const std::uint64_t* hashes, std::int64_t hits,
   for (std::int64_t i = 0; i < hits; ++i) {
     const std::int32_t b = cached_.find(hashes[i]);
     assert(b >= 0);
-    if (ref_[b] == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
-    ++ref_[b];
-    table.push_back(b);
+    take(b, table);
   }
+}
+
+std::int64_t KvBlockManager::lookup_unique(const std::vector<std::int32_t>& blocks,
+                                           std::uint64_t owner, std::int64_t n) const {
+  if (!prefix_caching_) return 0;
+  const std::int64_t m = std::min<std::int64_t>(n, static_cast<std::int64_t>(blocks.size()));
+  std::int64_t hits = 0;
+  while (hits < m && holds(blocks[static_cast<std::size_t>(hits)], unique_tag(owner, hits))) ++hits;
+  return hits;
+}
+
+std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int64_t n) const {
+  std::int64_t free = 0;
+  for (std::int64_t i = 0; i < n; ++i) free += in_free_[blocks[i]];
+  return free;
+}
+
+void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
+                                 std::vector<std::int32_t>& table) {
+  for (std::int64_t i = 0; i < n; ++i) take(blocks[i], table);
 }
 
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
@@ -73,6 +93,9 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
       cached_.erase_if(hash_[b], b);
       hash_[b] = 0;
       ++evictions_;
+    } else if (tag_[b] != 0) {  // a unique-content block: its tag is lost the same way
+      tag_[b] = 0;
+      ++evictions_;
     }
     ref_[b] = 1;
     table.push_back(b);
@@ -81,7 +104,7 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
 }
 
 void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
-  if (!prefix_caching_ || hash_[block] != 0) return;
+  if (!prefix_caching_ || hash_[block] != 0 || tag_[block] != 0) return;
   if (cached_.insert(hash, block)) hash_[block] = hash;
 }
 

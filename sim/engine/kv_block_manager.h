@@ -43,6 +43,37 @@ class KvBlockManager {
 
   std::int64_t evictions() const { return evictions_; }
 
+  // ---- Blocks of content unique to one sequence ----
+  // A request without content segments has content no other request shares (request.h), so its
+  // blocks' chained hashes can only ever match lookups by its own sequence, after a preemption.
+  // Such blocks are not hashed nor put in the hash table: a published one carries a tag naming
+  // its sequence (`owner`, a replica-local number >= 1) and its index in the sequence, and the
+  // sequence remembers which block it published at each index. "Hash h is cached at block b"
+  // becomes "b still carries the tag", which holds until b is reallocated (evicted), exactly
+  // when the hash would leave the table. Lookups, free-queue order and evictions are those of
+  // the hashed path (tests/engine/kv_block_manager_test.cc, tests/cluster/unique_content_test.cc).
+  static std::uint64_t unique_tag(std::uint64_t owner, std::int64_t index) {
+    return (owner << 32) | static_cast<std::uint64_t>(index);
+  }
+  // Whether `block` still holds what was published under `tag`.
+  bool holds(std::int32_t block, std::uint64_t tag) const {
+    return block >= 0 && tag_[static_cast<std::size_t>(block)] == tag;
+  }
+  // register_block for a unique-content block: publishes `block` under `tag` unless it is
+  // already published (the caller checks that no other block holds `tag`, as the hash table's
+  // insert would). No-op without prefix caching.
+  void publish_unique(std::int32_t block, std::uint64_t tag) {
+    const auto b = static_cast<std::size_t>(block);
+    if (prefix_caching_ && hash_[b] == 0 && tag_[b] == 0) tag_[b] = tag;
+  }
+  // lookup() for a unique-content sequence: how many leading entries of `blocks` (the blocks it
+  // published, by index; -1 = none) still hold their tag, at most n.
+  std::int64_t lookup_unique(const std::vector<std::int32_t>& blocks, std::uint64_t owner,
+                             std::int64_t n) const;
+  // hits_in_free_queue() and take_hits() for hits given as block ids.
+  std::int64_t in_free_queue(const std::int32_t* blocks, std::int64_t n) const;
+  void take_blocks(const std::int32_t* blocks, std::int64_t n, std::vector<std::int32_t>& table);
+
   // Every block is either referenced or in the free queue, and free_blocks() counts the latter
   // (O(blocks); for invariant checks).
   bool consistent() const;
@@ -50,10 +81,16 @@ class KvBlockManager {
  private:
   void push_free_tail(std::int32_t b);
   void unlink_free(std::int32_t b);
+  void take(std::int32_t b, std::vector<std::int32_t>& table) {
+    if (ref_[b] == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
+    ++ref_[b];
+    table.push_back(b);
+  }
 
   bool prefix_caching_;
   std::vector<std::int32_t> ref_;
   std::vector<std::uint64_t> hash_;  // 0 = no hash
+  std::vector<std::uint64_t> tag_;   // unique-content publication (unique_tag); 0 = none
   std::vector<std::int32_t> prev_, next_;  // free queue links; -1 = none
   std::vector<char> in_free_;
   std::int32_t head_ = -1, tail_ = -1;

@@ -55,7 +55,17 @@ std::int64_t Replica::sliding_need(const Sequence& s, std::int64_t first, std::i
   return std::max<std::int64_t>(0, end - std::max(held_end, first)) * groups;
 }
 
-void Replica::release_all(Sequence& s) {
+void Replica::release_all(Sequence& s, bool preempted) {
+  if (tags_on_release(s) && s.registered > 0) {
+    // Publish what this run published (nothing competes with it: Sequence::unique_owner); a
+    // preempted sequence looks these blocks up when it is readmitted.
+    const auto n = static_cast<std::size_t>(
+        std::min<std::int64_t>(s.registered, static_cast<std::int64_t>(s.blocks.size())));
+    for (std::size_t i = 0; i < n; ++i) {
+      kv_.publish_unique(s.blocks[i], KvBlockManager::unique_tag(s.unique_owner, static_cast<std::int64_t>(i)));
+    }
+    if (preempted) s.unique_published.assign(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(n));
+  }
   kv_.release(s.blocks);
   if (!s.sw_blocks.empty()) kv_.release(s.sw_blocks);
   s.sw_first = 0;
@@ -84,6 +94,7 @@ void Replica::add_request(Request r, SimTime now) {
   }
   Sequence& s = seqs_[static_cast<std::size_t>(slot)];
   s.req = std::move(r);
+  if (kv_.prefix_caching() && s.req.segments.empty()) s.unique_owner = ++unique_owners_;
   // The router's hashes of the prompt (or those the simulation's SessionHashCache proved), when
   // taken at this block size, are the sequence's first hashes (the same chain extend_hashes
   // would compute); otherwise they are dropped.
@@ -111,8 +122,10 @@ void Replica::sample_timeline(SimTime now) {
   stats_.timeline_next = (now / stats_.timeline_interval + 1) * stats_.timeline_interval;
 }
 
+// A request without content segments shares no block with any other request (request.h), and
+// one being routed is in no replica yet: nothing to hash or look up.
 std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
-  if (!kv_.prefix_caching()) return 0;
+  if (!kv_.prefix_caching() || r.segments.empty()) return 0;
   const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
   // Scratch reused across calls (the router asks for every arrival and every replica).
   thread_local std::vector<std::uint64_t> hashes;
@@ -122,7 +135,7 @@ std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
 }
 
 std::int64_t Replica::cached_prefix_blocks_keep(Request& r) const {
-  if (!kv_.prefix_caching()) return 0;
+  if (!kv_.prefix_caching() || r.segments.empty()) return 0;
   const std::int64_t max_blocks = (r.prompt_tokens - 1) / block_size_;
   if (r.hashed_block_size != block_size_) {
     r.block_hashes.clear();
@@ -153,7 +166,7 @@ bool Replica::grow(Sequence& s, std::int64_t total_tokens) {
 
 void Replica::preempt(std::int32_t slot) {
   Sequence& s = seq(slot);
-  release_all(s);
+  release_all(s, /*preempted=*/true);
   s.computed = 0;
   s.registered = 0;
   ++s.preemptions;
@@ -164,6 +177,7 @@ void Replica::preempt(std::int32_t slot) {
 std::int64_t Replica::lookup_hits(Sequence& s) {
   if (!kv_.prefix_caching() || s.computed != 0) return 0;
   const std::int64_t max_blocks = (s.tokens() - 1) / block_size_;
+  if (s.unique_owner != 0) return kv_.lookup_unique(s.unique_published, s.unique_owner, max_blocks);
   extend_hashes(s, max_blocks);
   return kv_.lookup(s.hashes.data(), max_blocks);
 }
@@ -180,7 +194,9 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   const std::int64_t cached = ready_tokens(s, hit_blocks);
   const std::int64_t total_blocks = (cached + chunk + block_size_ - 1) / block_size_;
   // Hit blocks sitting in the free queue stop being free once taken.
-  const std::int64_t reclaimed = kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
+  const std::int64_t reclaimed = s.unique_owner != 0
+                                     ? kv_.in_free_queue(s.unique_published.data(), hit_blocks)
+                                     : kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
   // Sliding groups: fresh blocks for the window before `cached` and the chunk (a prefix hit
   // spares their compute, but capsim does not share sliding blocks between sequences).
   std::int64_t first = 0, sw = 0;
@@ -192,7 +208,8 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   if (total_blocks - hit_blocks + sw > kv_.free_blocks() - reclaimed) return false;
   // The whole sequence's table at once (it grows to this unless preempted or finished early).
   s.blocks.reserve(static_cast<std::size_t>((s.req.prompt_tokens + s.req.output_tokens + block_size_ - 1) / block_size_));
-  kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
+  if (s.unique_owner != 0) kv_.take_blocks(s.unique_published.data(), hit_blocks, s.blocks);
+  else kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
   s.registered = hit_blocks;
   const bool ok = kv_.allocate(total_blocks - hit_blocks, s.blocks);
   assert(ok);
@@ -287,6 +304,24 @@ void Replica::register_full_blocks(Sequence& s, std::int64_t computed_after) {
   const std::int64_t full = std::min<std::int64_t>(computed_after / block_size_,
                                                    static_cast<std::int64_t>(s.blocks.size()));
   if (full <= s.registered) return;
+  if (s.unique_owner != 0) {
+    if (!tags_on_release(s)) {
+      // After a preemption: the block an earlier run published at index b, if it is still
+      // cached, stays the one lookups find (as a hash already in the table keeps its block).
+      std::vector<std::int32_t>& published = s.unique_published;
+      for (std::int64_t b = s.registered; b < full; ++b) {
+        const auto i = static_cast<std::size_t>(b);
+        const std::uint64_t tag = KvBlockManager::unique_tag(s.unique_owner, b);
+        if (i < published.size() && kv_.holds(published[i], tag)) continue;
+        kv_.publish_unique(s.blocks[i], tag);
+        if (!kv_.holds(s.blocks[i], tag)) continue;
+        if (published.size() <= i) published.resize(i + 1, -1);
+        published[i] = s.blocks[i];
+      }
+    }
+    s.registered = full;
+    return;
+  }
   extend_hashes(s, full);
   for (std::int64_t b = s.registered; b < full; ++b) {
     kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
@@ -530,7 +565,7 @@ void Replica::join_cohort(std::int32_t slot, ReplicaObserver& obs) {
   // Joins come in running order (admission order), so appending keeps each bucket sorted.
   const std::size_t ra = residue(s.cohort_base - s.computed, block_size_);
   const std::size_t rp = residue(s.cohort_base - s.computed - 1, block_size_);
-  const bool publish = kv_.prefix_caching();
+  const bool publish = publishes_in_cohort(s);
   assert(boundaries_[ra].empty() || boundaries_[ra].back().admitted < s.admitted);
   if (ra == rp) {
     boundaries_[ra].push_back({s.admitted, slot, true, publish});
@@ -553,7 +588,7 @@ void Replica::leave_cohort(Sequence& s, ReplicaObserver& obs) {
     v.erase(std::find_if(v.begin(), v.end(), [slot](const Boundary& b) { return b.slot == slot; }));
   };
   drop(ra);
-  if (rp != ra && kv_.prefix_caching()) drop(rp);
+  if (rp != ra && publishes_in_cohort(s)) drop(rp);
   --boundary_allocs_[ra];
   --cohort_n_;
   if (obs.counts(s)) --cohort_counted_;
@@ -563,6 +598,7 @@ void Replica::leave_cohort(Sequence& s, ReplicaObserver& obs) {
   s.generated += steps;
   s.last_token = cohort_last_;
   s.cohort_base = -1;
+  catch_up_registered(s);
 }
 
 void Replica::materialize_cohort() {
@@ -575,6 +611,7 @@ void Replica::materialize_cohort() {
     s.generated += steps;
     s.last_token = cohort_last_;
     s.cohort_base = -1;
+    catch_up_registered(s);
   }
   for (std::vector<Boundary>& v : boundaries_) v.clear();
   std::fill(boundary_allocs_.begin(), boundary_allocs_.end(), 0);

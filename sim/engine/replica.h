@@ -36,6 +36,15 @@ struct Sequence {
   std::int64_t sw_first = 0;
   std::vector<std::uint64_t> hashes;  // hashes of this sequence's full blocks, computed lazily
   std::int64_t registered = 0;        // leading blocks published to the prefix cache
+  // Content unique to this request (no segments) under prefix caching: nobody else can hit its
+  // blocks, so they are not hashed (KvBlockManager::unique_tag). `unique_owner` (>= 1; 0 = the
+  // hashed path) names the sequence in its blocks' tags; `unique_published[i]` is the block an
+  // earlier run (before a preemption) published at index i, or -1. While it is empty nothing
+  // can compete with this run's blocks, so they are tagged only when released (the tags matter
+  // only once nobody holds the blocks); after a preemption each is tagged when published, as the
+  // hash table would take it then.
+  std::uint64_t unique_owner = 0;
+  std::vector<std::int32_t> unique_published;
   SimTime engine_arrival = -1;  // reached the engine core (after the front end)
   SimTime first_scheduled = -1;
   SimTime first_token_engine = -1;  // end of the step that sampled the first token
@@ -270,13 +279,27 @@ class Replica {
   void join_cohort(std::int32_t slot, ReplicaObserver& obs);
   void leave_cohort(Sequence& s, ReplicaObserver& obs);  // makes s explicit (it finishes)
   void try_join(ReplicaObserver& obs);
+  // Whether a member's block boundaries include publishing the block it fills. A member whose
+  // blocks are tagged when released (tags_on_release) needs no visit: while in the cohort it
+  // publishes every full block, so leaving it catches its count up (catch_up_registered).
+  bool publishes_in_cohort(const Sequence& s) const {
+    return kv_.prefix_caching() && !tags_on_release(s);
+  }
+  void catch_up_registered(Sequence& s) const {
+    if (kv_.prefix_caching() && tags_on_release(s)) s.registered = s.computed / block_size_;
+  }
   // Multi-LoRA: makes the plan's adapters resident in the GPU slots (LRU), counting the loads.
   void load_adapters();
   // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
   // has computed `computed` tokens, and returns the sliding blocks it needs to hold `total`.
   std::int64_t trim_window(Sequence& s, std::int64_t computed);
   std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const;
-  void release_all(Sequence& s);
+  // Frees s's blocks; `preempted`: s will look them up again when readmitted.
+  void release_all(Sequence& s, bool preempted = false);
+  // Unique-content sequences whose blocks are tagged when released (see Sequence::unique_owner).
+  bool tags_on_release(const Sequence& s) const {
+    return s.unique_owner != 0 && s.unique_published.empty();
+  }
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
 
   std::uint32_t index_;
@@ -303,6 +326,7 @@ class Replica {
   SimTime visible_until_ = 0;
   ReplicaStats stats_;
   std::int64_t admissions_ = 0;  // Sequence::admitted counter
+  std::uint64_t unique_owners_ = 0;  // Sequence::unique_owner counter
   // ---- Implicit decode ----
   bool implicit_ = false;
   std::int64_t cohort_d_ = 0;       // D: cohort decode steps so far
