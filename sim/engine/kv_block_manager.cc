@@ -14,7 +14,6 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
       tag_(static_cast<std::size_t>(num_blocks), 0),
       prev_(static_cast<std::size_t>(num_blocks), -1),
       next_(static_cast<std::size_t>(num_blocks), -1),
-      in_free_(static_cast<std::size_t>(num_blocks), 0),
       // At most one cached hash per block; room for twice that keeps the table at most a
       // quarter full, so the probe runs of the per-block insert/erase/lookup stay short
       // (a half-full table cost ~10% more instructions per simulated block).
@@ -23,20 +22,20 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
 }
 
 void KvBlockManager::push_free_tail(std::int32_t b) {
-  prev_[b] = tail_;
+  const std::int32_t tail = tail_;
+  prev_[b] = tail;
   next_[b] = -1;
-  if (tail_ >= 0) next_[tail_] = b; else head_ = b;
+  if (tail >= 0) next_[tail] = b; else head_ = b;
   tail_ = b;
-  in_free_[b] = 1;
   ++free_count_;
 }
 
 void KvBlockManager::unlink_free(std::int32_t b) {
-  assert(in_free_[b]);
-  if (prev_[b] >= 0) next_[prev_[b]] = next_[b]; else head_ = next_[b];
-  if (next_[b] >= 0) prev_[next_[b]] = prev_[b]; else tail_ = prev_[b];
+  assert(ref_[b] == 0);
+  const std::int32_t prev = prev_[b], next = next_[b];
+  if (prev >= 0) next_[prev] = next; else head_ = next;
+  if (next >= 0) prev_[next] = prev; else tail_ = prev;
   prev_[b] = next_[b] = -1;
-  in_free_[b] = 0;
   --free_count_;
 }
 
@@ -50,7 +49,7 @@ std::int64_t KvBlockManager::lookup(const std::uint64_t* hashes, std::int64_t n)
 std::int64_t KvBlockManager::hits_in_free_queue(const std::uint64_t* hashes,
                                                 std::int64_t hits) const {
   std::int64_t n = 0;
-  for (std::int64_t i = 0; i < hits; ++i) n += in_free_[cached_.find(hashes[i])];
+  for (std::int64_t i = 0; i < hits; ++i) n += ref_[cached_.find(hashes[i])] == 0;
   return n;
 }
 
@@ -74,7 +73,7 @@ std::int64_t KvBlockManager::lookup_unique(const std::vector<std::int32_t>& bloc
 
 std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int64_t n) const {
   std::int64_t free = 0;
-  for (std::int64_t i = 0; i < n; ++i) free += in_free_[blocks[i]];
+  for (std::int64_t i = 0; i < n; ++i) free += ref_[blocks[i]] == 0;
   return free;
 }
 
@@ -85,10 +84,11 @@ void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
 
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
   if (n > free_count_) return false;
+  if (n <= 0) return true;
+  // The n blocks at the head of the free queue, in queue order, detached in one piece.
+  std::int32_t b = head_;
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t b = head_;
-    CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0 && in_free_[b], "KV: allocating a block in use");
-    unlink_free(b);
+    CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0, "KV: allocating a block in use");
     if (hash_[b] != 0) {  // evict: the cached content is lost only now
       cached_.erase_if(hash_[b], b);
       hash_[b] = 0;
@@ -99,7 +99,13 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
     }
     ref_[b] = 1;
     table.push_back(b);
+    const std::int32_t next = next_[b];
+    prev_[b] = next_[b] = -1;
+    b = next;
   }
+  head_ = b;
+  if (b >= 0) prev_[b] = -1; else tail_ = -1;
+  free_count_ -= n;
   return true;
 }
 
@@ -109,14 +115,34 @@ void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
 }
 
 void KvBlockManager::release(std::vector<std::int32_t>& table) {
-  for (auto it = table.rbegin(); it != table.rend(); ++it) {
-    const std::int32_t b = *it;
+  release_tagging(table, 0, 0);
+}
+
+void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner,
+                                     std::int64_t tagged) {
+  // Cached or not, a freed block joins the tail: the head is evicted first. The freed blocks are
+  // linked in a local chain and appended to the queue at the end (the same order as pushing each).
+  std::int32_t first = -1, last = -1;
+  std::int64_t freed = 0;
+  for (std::int64_t i = static_cast<std::int64_t>(table.size()) - 1; i >= 0; --i) {
+    const std::int32_t b = table[static_cast<std::size_t>(i)];
     assert(ref_[b] > 0);
     CAPSIM_INVARIANT(ref_[b] > 0, "KV: releasing a block nobody holds");
-    // Cached or not, a freed block joins the tail: the head is evicted first.
-    if (--ref_[b] == 0) push_free_tail(b);
+    if (i < tagged) publish_unique(b, unique_tag(owner, i));
+    if (--ref_[b] != 0) continue;
+    prev_[b] = last;
+    if (last >= 0) next_[last] = b; else first = b;
+    last = b;
+    ++freed;
   }
   table.clear();
+  if (first < 0) return;
+  next_[last] = -1;
+  const std::int32_t tail = tail_;
+  prev_[first] = tail;
+  if (tail >= 0) next_[tail] = first; else head_ = first;
+  tail_ = last;
+  free_count_ += freed;
 }
 
 }  // namespace capsim
@@ -126,10 +152,16 @@ namespace capsim {
 bool KvBlockManager::consistent() const {
   std::int64_t unreferenced = 0;
   for (std::size_t b = 0; b < ref_.size(); ++b) {
-    if (ref_[b] < 0 || (ref_[b] == 0) != static_cast<bool>(in_free_[b])) return false;
+    if (ref_[b] < 0) return false;
     unreferenced += ref_[b] == 0;
   }
-  return unreferenced == free_count_ && free_count_ >= 0 && free_count_ <= num_blocks();
+  // The free queue links exactly the unreferenced blocks, both ways.
+  std::int64_t queued = 0;
+  std::int32_t prev = -1;
+  for (std::int32_t b = head_; b >= 0; prev = b, b = next_[b]) {
+    if (ref_[b] != 0 || prev_[b] != prev || ++queued > num_blocks()) return false;
+  }
+  return prev == tail_ && queued == unreferenced && unreferenced == free_count_;
 }
 
 }  // namespace capsim

@@ -40,6 +40,9 @@ class KvBlockManager {
   // Drops one reference from each block of `table` (in reverse, so a sequence's tail is evicted
   // before its head) and clears it.
   void release(std::vector<std::int32_t>& table);
+  // release() that first publishes table[i] under unique_tag(owner, i) for i < tagged (a
+  // unique-content sequence's blocks, published when released: Replica::release_all).
+  void release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner, std::int64_t tagged);
 
   std::int64_t evictions() const { return evictions_; }
 
@@ -91,8 +94,9 @@ class KvBlockManager {
   std::vector<std::int32_t> ref_;
   std::vector<std::uint64_t> hash_;  // 0 = no hash
   std::vector<std::uint64_t> tag_;   // unique-content publication (unique_tag); 0 = none
-  std::vector<std::int32_t> prev_, next_;  // free queue links; -1 = none
-  std::vector<char> in_free_;
+  // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
+  // queue exactly when nobody references it (ref_ 0).
+  std::vector<std::int32_t> prev_, next_;
   std::int32_t head_ = -1, tail_ = -1;
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;

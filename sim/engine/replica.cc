@@ -59,14 +59,12 @@ void Replica::release_all(Sequence& s, bool preempted) {
   if (tags_on_release(s) && s.registered > 0) {
     // Publish what this run published (nothing competes with it: Sequence::unique_owner); a
     // preempted sequence looks these blocks up when it is readmitted.
-    const auto n = static_cast<std::size_t>(
-        std::min<std::int64_t>(s.registered, static_cast<std::int64_t>(s.blocks.size())));
-    for (std::size_t i = 0; i < n; ++i) {
-      kv_.publish_unique(s.blocks[i], KvBlockManager::unique_tag(s.unique_owner, static_cast<std::int64_t>(i)));
-    }
+    const std::int64_t n = std::min<std::int64_t>(s.registered, static_cast<std::int64_t>(s.blocks.size()));
     if (preempted) s.unique_published.assign(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(n));
+    kv_.release_tagging(s.blocks, s.unique_owner, n);
+  } else {
+    kv_.release(s.blocks);
   }
-  kv_.release(s.blocks);
   if (!s.sw_blocks.empty()) kv_.release(s.sw_blocks);
   s.sw_first = 0;
 }
