@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/core/error.h"
+#include "sim/core/sample_statistics.h"
 
 namespace capsim {
 namespace {
@@ -86,31 +87,42 @@ const std::vector<double>& Samples::sorted_values() const {
   return values_;
 }
 
-double Samples::percentile(double p) const {
+namespace sample_statistics {
+
+void check_percentile(double p) {
   if (!(p >= 0 && p <= 100)) {
     char buf[64];
     const auto result = std::to_chars(buf, buf + sizeof buf, p);
     throw Error("percentile: p = " + std::string(buf, result.ptr) + "; accepted: 0 <= p <= 100");
   }
+}
+
+double interpolate(double lo, double hi, double fraction) {
+  // numpy's _lerp form: it is exact at both ends (fraction 0 gives lo, 1 gives hi).
+  const double diff = hi - lo;
+  return fraction >= 0.5 ? hi - diff * (1 - fraction) : lo + diff * fraction;
+}
+
+double mean_in_order(const std::vector<double>& values) {
+  if (values.empty()) return kNaN;
+  double sum = 0;
+  for (const double x : values) sum += x;
+  return sum / static_cast<double>(values.size());
+}
+
+}  // namespace sample_statistics
+
+double Samples::percentile(double p) const {
+  sample_statistics::check_percentile(p);
   if (values_.empty()) return kNaN;
   sort_if_needed();
   const double rank = p / 100 * static_cast<double>(values_.size() - 1);
   const std::size_t below = static_cast<std::size_t>(rank);
   if (below + 1 >= values_.size()) return values_.back();
-  const double fraction = rank - static_cast<double>(below);
-  // numpy's _lerp form: it is exact at both ends (fraction 0 gives lo, 1 gives hi).
-  const double lo = values_[below];
-  const double hi = values_[below + 1];
-  const double diff = hi - lo;
-  return fraction >= 0.5 ? hi - diff * (1 - fraction) : lo + diff * fraction;
+  return sample_statistics::interpolate(values_[below], values_[below + 1], rank - static_cast<double>(below));
 }
 
-double Samples::mean() const {
-  if (values_.empty()) return kNaN;
-  double sum = 0;
-  for (const double x : values_) sum += x;
-  return sum / static_cast<double>(values_.size());
-}
+double Samples::mean() const { return sample_statistics::mean_in_order(values_); }
 
 double Samples::stddev() const {
   if (values_.empty()) return kNaN;

@@ -4,6 +4,7 @@
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 
+#include "sim/core/sample_statistics.h"
 #include "sim/core/stats.h"
 
 namespace capsim {
@@ -60,28 +61,75 @@ double statistic_of(const Samples& s, double statistic) {
   return statistic < 0 ? s.mean() : s.percentile(statistic);
 }
 
+// The statistics of `values` (a batch, in series order) exactly as a Samples holding them gives
+// them (statistic_of), asked in `statistics`' order, without sorting the batch when it can:
+// a mean asked before any percentile sums the values in series order (as Samples::mean does
+// before a percentile sorts them), and percentiles asked in non-decreasing order are order
+// statistics found by selection (std::nth_element puts the same value at a rank as a sort; the
+// one above it is the least of the rest), then interpolated by Samples::percentile's formula.
+// Anything else (a mean after a percentile sums the sorted values; percentiles out of order)
+// falls back to Samples. `values` is reordered.
+void statistics_of(std::vector<double>& values, const std::vector<double>& statistics, double* out) {
+  const std::size_t n = values.size();
+  bool selectable = true;
+  double last = -1;
+  for (const double st : statistics) {
+    if (st < 0 ? last >= 0 : st < last) selectable = false;
+    last = std::max(last, st);
+  }
+  if (!selectable || n == 0) {
+    Samples s;
+    s.reserve(n);
+    for (const double x : values) s.add(x);
+    for (std::size_t i = 0; i < statistics.size(); ++i) out[i] = statistic_of(s, statistics[i]);
+    return;
+  }
+  std::size_t from = 0;  // values[0, from) <= values[from, n); values[from - 1] is at its rank
+  for (std::size_t i = 0; i < statistics.size(); ++i) {
+    const double p = statistics[i];
+    if (p < 0) {
+      out[i] = sample_statistics::mean_in_order(values);
+      continue;
+    }
+    sample_statistics::check_percentile(p);
+    const double rank = p / 100 * static_cast<double>(n - 1);
+    const std::size_t below = static_cast<std::size_t>(rank);
+    const auto at = values.begin() + static_cast<std::ptrdiff_t>(below);
+    if (below >= from) {
+      std::nth_element(values.begin() + static_cast<std::ptrdiff_t>(from), at, values.end());
+      from = below + 1;
+    }
+    if (below + 1 >= n) {
+      out[i] = *at;  // the largest (Samples: values_.back())
+      continue;
+    }
+    const double hi = *std::min_element(at + 1, values.end());
+    out[i] = sample_statistics::interpolate(*at, hi, rank - static_cast<double>(below));
+  }
+}
+
 }  // namespace
 
 std::vector<Interval> batch_intervals(const std::vector<double>& series, const std::vector<double>& statistics,
                                       std::size_t batches, double level) {
   std::vector<Interval> out(statistics.size());
   if (series.empty()) return out;
-  Samples all;
-  all.reserve(series.size());
-  for (double x : series) all.add(x);
+  std::vector<double> all(series), estimates(statistics.size());
+  statistics_of(all, statistics, estimates.data());
   for (std::size_t i = 0; i < statistics.size(); ++i) {
-    out[i].estimate = statistic_of(all, statistics[i]);
+    out[i].estimate = estimates[i];
     out[i].low = out[i].high = out[i].estimate;
   }
   const std::size_t m = batches ? series.size() / batches : 0;
   if (batches < 2 || m < 2) return out;
   const std::size_t skip = series.size() - m * batches;  // the earliest leftovers
   std::vector<std::vector<double>> b(statistics.size(), std::vector<double>(batches));
+  std::vector<double> batch(m), values(statistics.size());
   for (std::size_t j = 0; j < batches; ++j) {
-    Samples batch;
-    batch.reserve(m);
-    for (std::size_t i = 0; i < m; ++i) batch.add(series[skip + j * m + i]);
-    for (std::size_t i = 0; i < statistics.size(); ++i) b[i][j] = statistic_of(batch, statistics[i]);
+    const auto first = series.begin() + static_cast<std::ptrdiff_t>(skip + j * m);
+    std::copy(first, first + static_cast<std::ptrdiff_t>(m), batch.begin());
+    statistics_of(batch, statistics, values.data());
+    for (std::size_t i = 0; i < statistics.size(); ++i) b[i][j] = values[i];
   }
   const double t = student_t_quantile(static_cast<double>(batches - 1), 0.5 + level / 2);
   for (std::size_t i = 0; i < statistics.size(); ++i) {

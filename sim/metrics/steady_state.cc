@@ -44,9 +44,12 @@ SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std:
   std::vector<const RequestRecord*> order;
   order.reserve(records.size());
   for (const RequestRecord& r : records) order.push_back(&r);
-  std::sort(order.begin(), order.end(), [](const RequestRecord* a, const RequestRecord* b) {
+  // By arrival, then id (ids are unique, so the order is unique). Records sorted by id usually
+  // are in arrival order already (ids are given in arrival order): then checking is enough.
+  const auto earlier = [](const RequestRecord* a, const RequestRecord* b) {
     return a->arrival_s != b->arrival_s ? a->arrival_s < b->arrival_s : a->id < b->id;
-  });
+  };
+  if (!std::is_sorted(order.begin(), order.end(), earlier)) std::sort(order.begin(), order.end(), earlier);
   st.observations = order.size();
   if (order.size() < kMinObservations) {
     st.warnings.push_back("too short: " + std::to_string(order.size()) + " measured requests (< " +
