@@ -455,7 +455,8 @@ nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<con
 void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
   const bool slos = !spec.slos.empty();
   os << "\n  over " << runs.size() << " seeds (" << seed_range(spec, runs.size())
-     << "; the run above is seed " << spec.seed << "): each seed's steady-state estimate, 95% interval over the seeds\n";
+     << "; the run above is seed " << spec.seed
+     << "): each seed's steady-state estimate, 95% interval over the seeds; these verdicts are the ones to act on\n";
   std::vector<std::string> head{"statistic"};
   if (slos) head.push_back("bound");
   head.insert(head.end(), {"per seed", "mean (95% interval)"});
