@@ -423,6 +423,20 @@ std::string seed_range(const ScenarioSpec& spec, std::size_t n) {
   return std::to_string(spec.seed) + "-" + std::to_string(spec.seed + n - 1);
 }
 
+// True when every seed gave the same estimate of every statistic: nothing in the workload is
+// random (a trace replay), and plan::decide_slo_replicated falls back to the first run's own
+// intervals.
+bool identical_runs(const std::vector<SloSpec>& stats, const std::vector<const SimulationResult*>& runs) {
+  for (const SloSpec& s : stats) {
+    const double first = plan::decide_slo(s, *runs.front()).estimate;
+    for (const SimulationResult* r : runs) {
+      const double e = plan::decide_slo(s, *r).estimate;
+      if (!(e == first || (std::isnan(e) && std::isnan(first)))) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
@@ -449,14 +463,20 @@ nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<con
   return {{"method", "independent replications: the scenario run with seeds seed .. seed + N - 1; per seed the "
                      "steady-state estimate (MSER-5 truncation), 95% t interval over the seeds"},
           {"seeds", seeds},
+          {"identical_runs", identical_runs(replicated_statistics(spec), runs)},
           {"statistics", rows}};
 }
 
 void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
   const bool slos = !spec.slos.empty();
-  os << "\n  over " << runs.size() << " seeds (" << seed_range(spec, runs.size())
-     << "; the run above is seed " << spec.seed
-     << "): each seed's steady-state estimate, 95% interval over the seeds; these verdicts are the ones to act on\n";
+  os << "\n  over " << runs.size() << " seeds (" << seed_range(spec, runs.size()) << "; the run above is seed "
+     << spec.seed << "): ";
+  if (identical_runs(replicated_statistics(spec), runs)) {
+    os << "the seeds gave identical runs (nothing in the workload is random, e.g. a trace replay), so the "
+          "intervals and verdicts are the run's own\n";
+  } else {
+    os << "each seed's steady-state estimate, 95% interval over the seeds; these verdicts are the ones to act on\n";
+  }
   std::vector<std::string> head{"statistic"};
   if (slos) head.push_back("bound");
   head.insert(head.end(), {"per seed", "mean (95% interval)"});
@@ -473,9 +493,10 @@ void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::v
     std::vector<std::string> row{s.metric + "_" + s.statistic};
     if (slos) row.push_back(units::format_time(s.seconds));
     row.push_back(per_seed);
-    row.push_back(std::isnan(d.estimate) ? "-"
-                                         : units::format_time(d.estimate) + " (" + units::format_time(d.low) + " - " +
-                                               units::format_time(d.high) + ")");
+    row.push_back(std::isnan(d.estimate)   ? "-"
+                  : !d.has_interval         ? units::format_time(d.estimate) + " (no interval)"
+                                            : units::format_time(d.estimate) + " (" + units::format_time(d.low) + " - " +
+                                                  units::format_time(d.high) + ")");
     if (slos) {
       row.push_back(plan::decision_name(d.decision));
       if (d.decision != plan::Decision::kPass) why.push_back(std::string(plan::decision_name(d.decision)) + ": " + d.why);

@@ -456,3 +456,24 @@ TEST_CASE("simulate cli: --replications N decides the SLOs over N seeds, each th
   CHECK(many.status == 2);
   CHECK(has(many.err, "--replications"));
 }
+
+TEST_CASE("simulate cli: --replications on a trace replay says the seeds changed nothing", "[cli][simulate][replications]") {
+  // A trace fixes every arrival and length, so seeds 5-7 give the same run; a t interval over
+  // three equal estimates would be a spread of zero, so the run's own decision stands.
+  const Run r = simulate("-q workloads/trace-azure-conversation.yaml --replications 3 --slo 'ttft_p95<=100ms' --json -");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& o = j.at("capsim").at("over_seeds");
+  CHECK(o.at("identical_runs") == true);
+  const auto& s = o.at("statistics").at(0);
+  const auto& own = j.at("capsim").at("slos").at(0);
+  for (std::size_t k = 0; k < 3; ++k) CHECK(s.at("per_seed_ms").at(k) == own.at("estimate_ms"));
+  CHECK(s.at("low_ms") == own.at("low_ms"));
+  CHECK(s.at("high_ms") == own.at("high_ms"));
+  CHECK(s.at("decision") == own.at("decision"));
+  const Run text = simulate("-q workloads/trace-azure-conversation.yaml --replications 3");
+  CHECK(has(text.out, "the seeds gave identical runs"));
+  // A random workload's seeds differ.
+  const Run random = simulate(std::string(kSmall) + " --replications 2 --json -");
+  CHECK(nlohmann::json::parse(random.out).at("capsim").at("over_seeds").at("identical_runs") == false);
+}
