@@ -38,7 +38,9 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
   b.config.progress = progress;
   const SimulationResult r = simulate(b.config, *b.workload);
   // --replications N: seeds seed + 1 .. seed + N - 1, in parallel, no progress line; each built
-  // afresh from the spec, so every run is the one `--seed` would give.
+  // afresh from the spec, so every run is the one `--seed` would give. Only their percentiles and
+  // steady-state analyses are kept (the per-request records go as each run ends), so memory stays
+  // that of one run per thread.
   std::vector<SimulationResult> others(static_cast<std::size_t>(std::max(0, replications - 1)));
   plan::run_parallel(
       others.size(), plan::default_threads(),
@@ -48,6 +50,7 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
         BuiltScenario ob = build_scenario(other);
         ob.config.progress = false;
         others[k] = simulate(ob.config, *ob.workload);
+        plan::drop_run_details(others[k]);
       },
       {});
   std::vector<const SimulationResult*> runs{&r};
