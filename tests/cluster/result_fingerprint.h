@@ -101,4 +101,16 @@ inline std::string fingerprint(const SimulationResult& r) {
   return f.text;
 }
 
+// Where two fingerprints first differ, with 200 bytes of context around it on each side (for a
+// failure message; empty when they are equal).
+inline std::string first_difference(const std::string& a, const char* a_name, const std::string& b,
+                                    const char* b_name) {
+  if (a == b) return {};
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  const std::size_t from = i > 200 ? i - 200 : 0;
+  return "results differ at byte " + std::to_string(i) + ":\n" + a_name + ": " + a.substr(from, 400) +
+         "\n" + b_name + ": " + b.substr(from, 400);
+}
+
 }  // namespace capsim::test

@@ -39,14 +39,8 @@ SimulationResult both_ways(SimulationConfig c, MakeWorkload make) {
   CHECK(stepped.steps == skipping.steps);
   const std::string a = fingerprint(stepped), b = fingerprint(skipping);
   CHECK(a.size() > 1000);
-  if (a != b) {
-    // Show the first difference rather than two long strings.
-    std::size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-    const std::size_t from = i > 200 ? i - 200 : 0;
-    FAIL("results differ at byte " << i << ":\nstepped: " << a.substr(from, 400)
-                                   << "\nskipping: " << b.substr(from, 400));
-  }
+  // Show the first difference rather than two long strings.
+  if (a != b) FAIL(first_difference(a, "stepped", b, "skipping"));
   return skipping;
 }
 

@@ -59,13 +59,7 @@ SimulationResult tagged_and_hashed(const SimulationConfig& c, MakeWorkload make,
   const SimulationResult b = simulate(c, hashed);
   const std::string fa = fingerprint(a), fb = fingerprint(b);
   CHECK(fa.size() > 1000);
-  if (fa != fb) {
-    std::size_t i = 0;
-    while (i < fa.size() && i < fb.size() && fa[i] == fb[i]) ++i;
-    const std::size_t from = i > 200 ? i - 200 : 0;
-    FAIL("results differ at byte " << i << ":\ntagged: " << fa.substr(from, 400)
-                                   << "\nhashed: " << fb.substr(from, 400));
-  }
+  if (fa != fb) FAIL(first_difference(fa, "tagged", fb, "hashed"));
   return a;
 }
 
