@@ -12,6 +12,7 @@
 #include "sim/plan/planner.h"
 #include "sim/plan/prices.h"
 #include "sim/scenario/catalogues.h"
+#include "tests/plan/plan_scenarios.h"
 
 namespace {
 
@@ -41,13 +42,7 @@ TEST_CASE("plan: batching the search's rounds while their caps are certain gives
   // Llama-3.1-8B, open loop 20 req/s of 512 in / 128 out for 1 minute, TTFT p95 <= 500 ms, on ten
   // cards x TP 1, 2 x 16-bit and fp8 KV: 37 candidates that fit (10 rounds), so with --top 3 the
   // limit turns finite after the first rounds and the later rounds' caps depend on it.
-  scenario::ScenarioSpec base;
-  base.deployment.model = "llama-3.1-8b";
-  base.rate = "20";
-  base.input_tokens = "512";
-  base.output_tokens = "128";
-  base.duration = "1min";
-  base.slos = {scenario::parse_slo_expression("ttft_p95<=500ms", "test")};
+  const scenario::ScenarioSpec base = plan_test::open_loop_8b("20", "1min", "ttft_p95<=500ms");
   plan::PlanSpace space;
   space.cards = {"t4", "l4", "a10g", "a10", "rtx-3090", "rtx-4090", "l40s", "a100-40gb-pcie", "a100-80gb-pcie",
                  "h100-pcie"};
