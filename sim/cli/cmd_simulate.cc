@@ -1,12 +1,15 @@
 // `capsim simulate`: a discrete-event simulation of a serving cluster under a workload, with
 // latency percentiles, throughput, goodput and what the engine spent its time on.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <vector>
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
 #include "sim/cli/scenario_flags.h"
 #include "sim/core/error.h"
+#include "sim/plan/search.h"
 #include "sim/report/html.h"
 #include "sim/report/json_output.h"
 #include "sim/report/plot.h"
@@ -20,22 +23,45 @@ struct SimulateOptions {
   std::string json;
   std::string report;
   std::string plot;
+  int replications = 1;
   bool quiet = false;
 };
 
 }  // namespace
 
 int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progress,
-                 const std::string& report, const std::string& plot_file) {
+                 const std::string& report, const std::string& plot_file, int replications) {
   // Fail before the run, not after it, when the report or chart cannot be drawn.
   if (!report.empty()) plot::require_gnuplot("--report");
   if (!plot_file.empty()) plot::check_plot_path(plot_file, "--plot");
   BuiltScenario b = build_scenario(spec);
   b.config.progress = progress;
   const SimulationResult r = simulate(b.config, *b.workload);
+  // --replications N: seeds seed + 1 .. seed + N - 1, in parallel, no progress line; each built
+  // afresh from the spec, so every run is the one `--seed` would give. Only their percentiles and
+  // steady-state analyses are kept (the per-request records go as each run ends), so memory stays
+  // that of one run per thread.
+  std::vector<SimulationResult> others(static_cast<std::size_t>(std::max(0, replications - 1)));
+  plan::run_parallel(
+      others.size(), plan::default_threads(),
+      [&](std::size_t k) {
+        ScenarioSpec other = spec;
+        other.seed = spec.seed + k + 1;
+        BuiltScenario ob = build_scenario(other);
+        ob.config.progress = false;
+        others[k] = simulate(ob.config, *ob.workload);
+        plan::drop_run_details(others[k]);
+      },
+      {});
+  std::vector<const SimulationResult*> runs{&r};
+  for (const SimulationResult& o : others) runs.push_back(&o);
   // Built only when asked for: for a 10k-request run the JSON is ~4% of the whole process.
-  const nlohmann::json j = json.empty() ? nlohmann::json() : simulation_json(spec, b, r);
-  if (json != "-") print_simulation(std::cout, spec, b, r);
+  nlohmann::json j = json.empty() ? nlohmann::json() : simulation_json(spec, b, r);
+  if (!json.empty() && runs.size() > 1) j["capsim"]["over_seeds"] = replications_json(spec, runs);
+  if (json != "-") {
+    print_simulation(std::cout, spec, b, r);
+    if (runs.size() > 1) print_replications(std::cout, spec, runs);
+  }
   // Everything is drawn before anything is written: a failing chart leaves no file behind.
   std::string chart, page_html;
   if (!plot_file.empty()) {
@@ -74,6 +100,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       "      --think-time exponential:20s --duration 30min --warmup 5min --slo ttft_p95<=1s\n"
       "  capsim simulate --trace conversation_trace.jsonl --model llama-3.1-8b --card h100-sxm --json out.json\n"
       "  capsim simulate workloads/chat-8b-1x-h100.yaml --report chat.html --plot latency.svg\n"
+      "  capsim simulate workloads/chatbot-500-users.yaml --replications 4   # SLOs decided over seeds 1-4\n"
       "  capsim simulate --model llama-3.1-8b --prefill-pool '1x h100-sxm' --decode-pool '1x h100-sxm' \\\n"
       "      --kv-link ib-ndr-400 --rate 3 --input-tokens 8000 --output-tokens 300 --duration 3min\n"
       "flags override the scenario file's fields; results are identical for the same inputs and --seed");
@@ -82,9 +109,14 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, charts by gnuplot) to FILE.html");
   cmd->add_option("--plot", o->plot, "also draw the latency CDF chart to FILE.svg or FILE.png (gnuplot)");
+  cmd->add_option("--replications", o->replications,
+                  "also run seeds seed+1 .. seed+N-1 (in parallel) and decide each SLO over the N seeds' steady-state "
+                  "estimates (a t interval over the seeds: use it when one run's batch-means interval is in doubt); "
+                  "the report, --report and --plot show the scenario's own seed (default 1)")
+      ->check(CLI::Range(1, 32));
   cmd->add_flag("--quiet,-q", o->quiet, "no progress line on stderr");
   cmd->callback([o, &exit_code] {
-    exit_code = run_scenario(o->flags.resolve(o->scenario), o->json, !o->quiet, o->report, o->plot);
+    exit_code = run_scenario(o->flags.resolve(o->scenario), o->json, !o->quiet, o->report, o->plot, o->replications);
   });
 }
 

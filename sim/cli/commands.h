@@ -27,8 +27,9 @@ void add_serve_command(CLI::App& app, int& exit_code);
 void add_sweep_commands(CLI::App& app, int& exit_code);  // sweep and merge
 
 // Runs one scenario: prints the report (unless json is "-") and writes JSON, an HTML report and
-// a latency chart (--plot) when asked.
+// a latency chart (--plot) when asked. `replications` > 1 also runs the next seeds and decides
+// the SLOs over all of them (printed after the report, `capsim.over_seeds` in the JSON).
 int run_scenario(const scenario::ScenarioSpec& spec, const std::string& json, bool progress,
-                 const std::string& report = "", const std::string& plot = "");
+                 const std::string& report = "", const std::string& plot = "", int replications = 1);
 
 }  // namespace capsim::cli

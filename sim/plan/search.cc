@@ -119,6 +119,14 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
     growing = growing || r->steady.growing;
     settled = settled && r->steady.settled && r->steady.analysed;
   }
+  // Seeds that change nothing (a trace replay has no random input) give identical runs: their
+  // spread of zero says nothing about the uncertainty, so the first run's own batch-means
+  // decision stands.
+  if (std::all_of(est.begin(), est.end(), [&](double x) { return x == est.front(); })) {
+    SloDecision one = decide_slo(slo, *runs.front());
+    if (!one.why.empty()) one.why += " (the " + std::to_string(runs.size()) + " seeds gave identical runs)";
+    return one;
+  }
   const double n = static_cast<double>(est.size());
   double mean = 0, var = 0;
   for (double x : est) mean += x;

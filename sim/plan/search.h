@@ -36,7 +36,9 @@ SloDecision decide_slo(const scenario::SloSpec& slo, const SimulationResult& r);
 // The same decision from independent replications (the scenario run with n >= 2 seeds): the
 // interval is mean +/- t(n-1, 0.975) x sd / sqrt(n) of the runs' steady-state estimates, which
 // holds however correlated each run's output is; `value` is the first run's. A run that is
-// overloaded fails the SLO; one that did not settle keeps a PASS from being conclusive.
+// overloaded fails the SLO; one that did not settle keeps a PASS from being conclusive. Runs whose
+// estimates are all identical (seeds change nothing, as in a trace replay) decide as the first
+// run alone (decide_slo), since their zero spread is no interval.
 SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vector<const SimulationResult*>& runs);
 
 struct SloVerdict {

@@ -409,4 +409,102 @@ void print_steady_state(std::ostream& os, const SteadyState& s) {
   for (const std::string& w : s.warnings) os << "  WARNING: " << w << "\n";
 }
 
+namespace {
+
+// The statistics compared over the seeds: the SLOs, or without any the p95 of TTFT, TPOT and E2E
+// with no bound (decided against infinity, the verdict is not shown).
+std::vector<SloSpec> replicated_statistics(const ScenarioSpec& spec) {
+  if (!spec.slos.empty()) return spec.slos;
+  const double none = INFINITY;
+  return {{"ttft", "p95", none}, {"tpot", "p95", none}, {"e2el", "p95", none}};
+}
+
+std::string seed_range(const ScenarioSpec& spec, std::size_t n) {
+  return std::to_string(spec.seed) + "-" + std::to_string(spec.seed + n - 1);
+}
+
+// True when every seed gave the same estimate of every statistic: nothing in the workload is
+// random (a trace replay), and plan::decide_slo_replicated falls back to the first run's own
+// intervals.
+bool identical_runs(const std::vector<SloSpec>& stats, const std::vector<const SimulationResult*>& runs) {
+  for (const SloSpec& s : stats) {
+    const double first = plan::decide_slo(s, *runs.front()).estimate;
+    for (const SimulationResult* r : runs) {
+      const double e = plan::decide_slo(s, *r).estimate;
+      if (!(e == first || (std::isnan(e) && std::isnan(first)))) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  nlohmann::json seeds = nlohmann::json::array();
+  for (std::size_t k = 0; k < runs.size(); ++k) seeds.push_back(spec.seed + k);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const SloSpec& s : replicated_statistics(spec)) {
+    nlohmann::json per_seed = nlohmann::json::array();
+    for (const SimulationResult* r : runs) per_seed.push_back(plan::decide_slo(s, *r).estimate * 1e3);
+    const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
+    nlohmann::json row{{"statistic", s.metric + "_" + s.statistic},
+                       {"per_seed_ms", per_seed},
+                       {"mean_ms", d.estimate * 1e3},
+                       {"low_ms", d.low * 1e3},
+                       {"high_ms", d.high * 1e3}};
+    if (!spec.slos.empty()) {
+      row["bound_ms"] = s.seconds * 1e3;
+      row["decision"] = plan::decision_name(d.decision);
+      row["met"] = d.decision == plan::Decision::kPass;
+      row["why"] = d.why;
+    }
+    rows.push_back(row);
+  }
+  return {{"method", "independent replications: the scenario run with seeds seed .. seed + N - 1; per seed the "
+                     "steady-state estimate (MSER-5 truncation), 95% t interval over the seeds"},
+          {"seeds", seeds},
+          {"identical_runs", identical_runs(replicated_statistics(spec), runs)},
+          {"statistics", rows}};
+}
+
+void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  const bool slos = !spec.slos.empty();
+  os << "\n  over " << runs.size() << " seeds (" << seed_range(spec, runs.size()) << "; the run above is seed "
+     << spec.seed << "): ";
+  if (identical_runs(replicated_statistics(spec), runs)) {
+    os << "the seeds gave identical runs (nothing in the workload is random, e.g. a trace replay), so the "
+          "intervals and verdicts are the run's own\n";
+  } else {
+    os << "each seed's steady-state estimate, 95% interval over the seeds; these verdicts are the ones to act on\n";
+  }
+  std::vector<std::string> head{"statistic"};
+  if (slos) head.push_back("bound");
+  head.insert(head.end(), {"per seed", "mean (95% interval)"});
+  if (slos) head.push_back("verdict");
+  TextTable t(head);
+  std::vector<std::string> why;
+  for (const SloSpec& s : replicated_statistics(spec)) {
+    std::string per_seed;
+    for (const SimulationResult* r : runs) {
+      const double e = plan::decide_slo(s, *r).estimate;
+      per_seed += (per_seed.empty() ? "" : ", ") + (std::isnan(e) ? std::string("-") : units::format_time(e));
+    }
+    const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
+    std::vector<std::string> row{s.metric + "_" + s.statistic};
+    if (slos) row.push_back(units::format_time(s.seconds));
+    row.push_back(per_seed);
+    row.push_back(std::isnan(d.estimate)   ? "-"
+                  : !d.has_interval         ? units::format_time(d.estimate) + " (no interval)"
+                                            : units::format_time(d.estimate) + " (" + units::format_time(d.low) + " - " +
+                                                  units::format_time(d.high) + ")");
+    if (slos) {
+      row.push_back(plan::decision_name(d.decision));
+      if (d.decision != plan::Decision::kPass) why.push_back(std::string(plan::decision_name(d.decision)) + ": " + d.why);
+    }
+    t.row(row);
+  }
+  t.print(os);
+  for (const std::string& w : why) os << "  " << w << "\n";
+}
+
 }  // namespace capsim::scenario

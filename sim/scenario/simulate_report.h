@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <vector>
 
 #include "sim/scenario/scenario.h"
 
@@ -18,6 +19,13 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
 nlohmann::json steady_state_json(const SteadyState& s);
 // A few lines: the warm-up MSER-5 found, the intervals of the SLOs' statistics, the warnings.
 void print_steady_state(std::ostream& os, const SteadyState& s);
+// `simulate --replications N`: the scenario's statistics over independent runs (runs[0] is the
+// scenario's own seed, runs[k] seed + k). Each SLO is decided by plan::decide_slo_replicated on
+// the runs' steady-state estimates (a t interval over the seeds, which holds however correlated
+// one run's output is); without SLOs the TTFT, TPOT and E2E p95 are shown the same way, with no
+// verdict. REQUIRES: runs.size() >= 2.
+nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
+void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 // The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
 double slo_value(const SloSpec& slo, const SimulationResult& r);
 

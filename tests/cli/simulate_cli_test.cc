@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -379,4 +380,100 @@ TEST_CASE("simulate cli: --request-timeout under overload: failed requests, late
                           "--decode-pool '1x h100-sxm' --kv-link nvlink-h100");
   CHECK(pd.status == 2);
   CHECK(has(pd.err, "--request-timeout: not modelled with serving pd-disaggregated"));
+}
+
+TEST_CASE("simulate cli: --replications N decides the SLOs over N seeds, each the run --seed would give",
+          "[cli][simulate][replications]") {
+  // 600 requests at 20 req/s on one H100: enough for the steady-state analysis (>= 200) of each
+  // seed. The over-seeds interval must be worked from the three single runs by hand: mean +/-
+  // t(2, 0.975) x sd / sqrt(3), t(2, 0.975) = 4.302652729911275.
+  const std::string base =
+      "-q --model llama-3.1-8b --card h100-sxm --rate 20 --requests 600 "
+      "--input-tokens lognormal:300:2000 --output-tokens uniform:10:200 "
+      "--slo 'ttft_p95<=60ms' --slo 'tpot_p95<=1s'";
+  const Run rep = simulate(base + " --seed 7 --replications 3 --json -");
+  REQUIRE(rep.status == 0);
+  const auto j = nlohmann::json::parse(rep.out);
+  std::vector<nlohmann::json> single;
+  for (int seed : {7, 8, 9}) {
+    const Run one = simulate(base + " --seed " + std::to_string(seed) + " --json -");
+    REQUIRE(one.status == 0);
+    single.push_back(nlohmann::json::parse(one.out));
+    CHECK_FALSE(single.back().at("capsim").contains("over_seeds"));  // only with --replications
+  }
+  // The report of the replicated run is seed 7's, byte for byte apart from the added block.
+  auto first = j;
+  first["capsim"].erase("over_seeds");
+  CHECK(first == single[0]);
+  const auto& o = j.at("capsim").at("over_seeds");
+  CHECK(o.at("seeds") == nlohmann::json::array({7, 8, 9}));
+  const auto& stats = o.at("statistics");
+  REQUIRE(stats.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& s = stats.at(i);
+    INFO(s.dump());
+    CHECK(s.at("statistic") == single[0].at("capsim").at("slos").at(i).at("slo"));
+    double x[3], mean = 0;
+    for (int k = 0; k < 3; ++k) {
+      x[k] = single[static_cast<std::size_t>(k)].at("capsim").at("slos").at(i).at("estimate_ms").get<double>();
+      CHECK(s.at("per_seed_ms").at(static_cast<std::size_t>(k)).get<double>() == x[k]);
+      mean += x[k] / 3;
+    }
+    double var = 0;
+    for (double v : x) var += (v - mean) * (v - mean) / 2;
+    const double half = 4.302652729911275 * std::sqrt(var / 3);
+    CHECK(s.at("mean_ms").get<double>() == Approx(mean).epsilon(1e-12));
+    CHECK(s.at("high_ms").get<double>() == Approx(mean + half).epsilon(1e-9));
+    CHECK(s.at("low_ms").get<double>() == Approx(std::max(0.0, mean - half)).epsilon(1e-9).margin(1e-9));
+    // The verdict follows the interval against the bound.
+    const double bound = s.at("bound_ms").get<double>();
+    const std::string d = s.at("decision");
+    if (mean - half > bound) CHECK(d == "FAIL");
+    else if (mean + half > bound) CHECK(d == "INCONCLUSIVE");
+    else CHECK((d == "PASS" || d == "INCONCLUSIVE"));  // INCONCLUSIVE only when a seed did not settle
+  }
+  // A 1 s TPOT bound is far above any seed's 10-20 ms: PASS over the seeds.
+  CHECK(stats.at(1).at("decision") == "PASS");
+  // The text report adds the table after seed 7's report.
+  const Run text = simulate(base + " --seed 7 --replications 3");
+  REQUIRE(text.status == 0);
+  CHECK(has(text.out, "over 3 seeds (7-9; the run above is seed 7)"));
+  CHECK(has(text.out, "mean (95% interval)"));
+  // Without SLOs the p95 of TTFT, TPOT and E2E are compared, with no verdict.
+  const Run plain = simulate(std::string(kSmall) + " --replications 2 --json -");
+  REQUIRE(plain.status == 0);
+  const auto pj = nlohmann::json::parse(plain.out);
+  const auto& ps = pj.at("capsim").at("over_seeds").at("statistics");
+  REQUIRE(ps.size() == 3);
+  CHECK(ps.at(0).at("statistic") == "ttft_p95");
+  CHECK(ps.at(2).at("statistic") == "e2el_p95");
+  CHECK_FALSE(ps.at(0).contains("decision"));
+  // Out of range: exit 2 naming the flag.
+  const Run zero = simulate(std::string(kSmall) + " --replications 0");
+  CHECK(zero.status == 2);
+  CHECK(has(zero.err, "--replications"));
+  const Run many = simulate(std::string(kSmall) + " --replications 33");
+  CHECK(many.status == 2);
+  CHECK(has(many.err, "--replications"));
+}
+
+TEST_CASE("simulate cli: --replications on a trace replay says the seeds changed nothing", "[cli][simulate][replications]") {
+  // A trace fixes every arrival and length, so seeds 5-7 give the same run; a t interval over
+  // three equal estimates would be a spread of zero, so the run's own decision stands.
+  const Run r = simulate("-q workloads/trace-azure-conversation.yaml --replications 3 --slo 'ttft_p95<=100ms' --json -");
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& o = j.at("capsim").at("over_seeds");
+  CHECK(o.at("identical_runs") == true);
+  const auto& s = o.at("statistics").at(0);
+  const auto& own = j.at("capsim").at("slos").at(0);
+  for (std::size_t k = 0; k < 3; ++k) CHECK(s.at("per_seed_ms").at(k) == own.at("estimate_ms"));
+  CHECK(s.at("low_ms") == own.at("low_ms"));
+  CHECK(s.at("high_ms") == own.at("high_ms"));
+  CHECK(s.at("decision") == own.at("decision"));
+  const Run text = simulate("-q workloads/trace-azure-conversation.yaml --replications 3");
+  CHECK(has(text.out, "the seeds gave identical runs"));
+  // A random workload's seeds differ.
+  const Run random = simulate(std::string(kSmall) + " --replications 2 --json -");
+  CHECK(nlohmann::json::parse(random.out).at("capsim").at("over_seeds").at("identical_runs") == false);
 }
