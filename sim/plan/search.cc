@@ -135,6 +135,7 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   var /= n - 1;
   const double half = student_t_quantile(n - 1, 0.975) * std::sqrt(var / n);
   d.has_interval = true;
+  d.seeds = static_cast<int>(runs.size());
   d.estimate = mean;
   d.low = std::max(0.0, mean - half);
   d.high = mean + half;
