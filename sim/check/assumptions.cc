@@ -437,6 +437,8 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
               scenario::BuiltScenario ob = scenario::build_scenario(other);
               ob.config.progress = false;
               extra_runs[k] = simulate(ob.config, *ob.workload);
+              // Only the SLO decisions read them: up to 1000 seeds must not keep 1000 runs' records.
+              plan::drop_run_details(extra_runs[k]);
             },
             {});
       }
@@ -494,7 +496,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
           if (d.has_interval) {
             r.low = d.low;
             r.high = d.high;
-            r.measured_text += " (95%" + (runs.size() > 1 ? " over " + std::to_string(runs.size()) + " seeds" : std::string()) +
+            r.measured_text += " (95%" + (d.seeds > 1 ? " over " + std::to_string(d.seeds) + " seeds" : std::string()) +
                                ": " + units::format_time(d.low) + " - " + units::format_time(d.high) + ")";
           }
           if (std::isnan(d.value)) {

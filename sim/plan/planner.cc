@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "sim/scenario/catalogues.h"
@@ -121,43 +123,68 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     return cands[a].usd_per_hour < cands[b].usd_per_hour;
   });
   std::vector<double> found_costs;  // $/hour of options found so far
-  const auto bound = [&]() {
-    if (static_cast<int>(found_costs.size()) < space.top) return std::numeric_limits<double>::infinity();
-    std::vector<double> v = found_costs;
+  // The `top`-th cheapest of `costs` (infinite while there are fewer).
+  const auto top_th = [&](std::vector<double> v) {
+    if (static_cast<int>(v.size()) < space.top) return std::numeric_limits<double>::infinity();
     std::nth_element(v.begin(), v.begin() + (space.top - 1), v.end());
     return v[static_cast<std::size_t>(space.top - 1)];
+  };
+  const auto bound = [&]() { return top_th(found_costs); };
+  // The most replicas worth searching under a limit (0: not even one would rank). Never
+  // decreases as the limit grows.
+  const auto cap = [&](const Candidate& c, double limit) {
+    const int by_cards = std::max(1, space.max_cards / c.tp);
+    const int by_cost = std::isinf(limit) ? by_cards : static_cast<int>(std::floor(limit / c.usd_per_hour + 1e-9));
+    return by_cost < 1 ? 0 : std::min(by_cards, by_cost);
   };
   constexpr std::size_t kRound = 4;
   std::size_t start = 0;
   while (start < live.size()) {
-    // Rounds run as one batch while their limit is certainly infinite: fewer than `top` options
-    // can have been found before them, whatever this batch's earlier rounds find (each searched
-    // candidate adds at most one). So each round's candidates and limits are those of running the
-    // rounds one by one; a batch only lets the threads work through the rounds without waiting at
-    // each round's end for its slowest candidate.
+    // Rounds run as one batch while each round's caps are certain before the batch's earlier
+    // rounds end. A round's limit is the top-th cheapest option found before it. The batch's
+    // earlier candidates can each add at most one option, costing at least their price per
+    // replica (replicas >= 1), so that limit lies between top_th(found + those prices) and
+    // bound() (nothing added); a candidate's cap never decreases with the limit, so when both
+    // ends give it the same cap (or both skip it), that is its cap whatever the batch finds.
+    // Each round's candidates and limits are then those of running the rounds one by one; a
+    // batch only lets the threads work through the rounds without waiting at each round's end
+    // for its slowest candidate. (While fewer than `top` options can have been found both ends
+    // are infinite: PlanSpace::Batching::kWhileUnbounded, the rule before this one.)
     std::vector<std::size_t> batch;
     std::vector<std::pair<std::size_t, std::size_t>> rounds;  // (first in batch, round's end in live)
+    const auto next_round_certain = [&]() {
+      if (space.batching == PlanSpace::Batching::kRoundByRound) return false;
+      if (space.batching == PlanSpace::Batching::kWhileUnbounded) {
+        return found_costs.size() + batch.size() < static_cast<std::size_t>(space.top);
+      }
+      std::vector<double> lowest = found_costs;
+      for (std::size_t i : batch) lowest.push_back(cands[i].usd_per_hour);
+      const double low = top_th(lowest), high = bound();
+      for (std::size_t k = start; k < std::min(live.size(), start + kRound); ++k) {
+        if (cap(cands[live[k]], low) != cap(cands[live[k]], high)) return false;
+      }
+      return true;
+    };
     do {
       const std::size_t end = std::min(live.size(), start + kRound);
       const double limit = bound();
       rounds.emplace_back(batch.size(), end);
       for (std::size_t k = start; k < end; ++k) {
         Candidate& c = cands[live[k]];
-        const int by_cards = std::max(1, space.max_cards / c.tp);
-        const int by_cost = std::isinf(limit) ? by_cards
-                                              : static_cast<int>(std::floor(limit / c.usd_per_hour + 1e-9));
-        if (by_cost < 1) {
+        const int most = cap(c, limit);
+        if (most < 1) {
           c.rejected = true;
           c.reason = "not searched: one replica costs more than the " + std::to_string(space.top) +
                      " cheapest options found";
           ++out.skipped;
           continue;
         }
-        c.max_replicas = std::min(by_cards, by_cost);
+        c.max_replicas = most;
         batch.push_back(live[k]);
       }
       start = end;
-    } while (start < live.size() && found_costs.size() + batch.size() < static_cast<std::size_t>(space.top));
+    } while (start < live.size() && next_round_certain());
+    ++out.search_batches;
     run_parallel(
         batch.size(), threads,
         [&](std::size_t k) {
@@ -316,6 +343,13 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     ++out.not_verified;
   }
   out.verify_n = verified.size();
+  if (std::getenv("CAPSIM_PLAN_TRACE")) {  // the totals after the per-run lines (search.cc, evaluate)
+    std::fprintf(stderr,
+                 "plan-summary searched=%zu skipped=%zu search_runs=%zu stopped_early=%zu search_batches=%zu "
+                 "verify_runs=%zu verify_rounds=%zu verified=%zu\n",
+                 out.searched, out.skipped, out.search_evaluations, out.stopped_early, out.search_batches,
+                 out.evaluations, out.verify_rounds, out.verify_n);
+  }
   ok.erase(std::remove_if(ok.begin(), ok.end(), [&](std::size_t i) { return cands[i].rejected || !cands[i].verified; }),
            ok.end());
   rank(ok);

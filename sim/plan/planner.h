@@ -41,6 +41,11 @@ struct PlanSpace {
   // early fails. Verification runs always go to their end (their numbers are printed). false
   // runs every search run to its end (the tests compare the answers).
   bool early_stop = true;
+  // Which search rounds run together as one batch of jobs (search_plan; the answer is the same,
+  // only the waits at rounds' ends differ; the tests compare them): each round alone, rounds
+  // while their limit is certainly infinite, or rounds while their caps are certain.
+  enum class Batching { kRoundByRound, kWhileUnbounded, kWhileCertain };
+  Batching batching = Batching::kWhileCertain;
 };
 
 // The routers a user would try for this workload: the scenario's router, plus prefix-aware when
@@ -85,6 +90,7 @@ struct PlanOutcome {
   std::size_t searched = 0, skipped = 0, verify_n = 0;
   std::size_t verify_rounds = 0, not_verified = 0, evaluations = 0;
   std::size_t search_evaluations = 0, stopped_early = 0;  // the load-share search's runs, and those that stopped early
+  std::size_t search_batches = 0;  // the search's batches of rounds (each ends waiting for its slowest candidate)
   // Work done, whatever the machine's load: requests that arrived and engine steps simulated, in
   // the load-share search and in verification.
   std::int64_t search_requests = 0, search_steps = 0, verify_requests = 0, verify_steps = 0;

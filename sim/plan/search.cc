@@ -11,6 +11,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <ctime>
 
 #include "sim/scenario/simulate_report.h"
 #include "sim/core/error.h"
@@ -134,6 +135,7 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   var /= n - 1;
   const double half = student_t_quantile(n - 1, 0.975) * std::sqrt(var / n);
   d.has_interval = true;
+  d.seeds = static_cast<int>(runs.size());
   d.estimate = mean;
   d.low = std::max(0.0, mean - half);
   d.high = mean + half;
@@ -247,6 +249,40 @@ std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec) {
   return out;
 }
 
+namespace {
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+double wall_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// With CAPSIM_PLAN_TRACE set, one line per simulation on stderr: what ran, how long it simulated
+// and how much work it was (thread CPU seconds, requests, engine steps), when it started and ended
+// on the steady clock (seconds; to see how busy the threads were), and its verdict. A measuring
+// aid for plan's search (docs/scale.md), off by default.
+void trace_run(const scenario::ScenarioSpec& spec, const Evaluation& e, bool early_stop, double cpu_s,
+               double wall_start_s, double wall_end_s) {
+  static const bool on = std::getenv("CAPSIM_PLAN_TRACE") != nullptr;
+  if (!on) return;
+  static std::mutex m;
+  const std::lock_guard<std::mutex> lock(m);
+  std::fprintf(stderr,
+               "plan-run card=%s tp=%d weights=%s kv=%s router=%s replicas=%d users=%d early_stop=%d cpu_s=%.4f "
+               "start_s=%.3f end_s=%.3f simulated_s=%.1f requests=%lld steps=%lld met=%d stopped=%d worst=%s ratio=%.3f\n",
+               spec.deployment.card.c_str(), spec.deployment.tp, spec.deployment.weights.c_str(),
+               spec.deployment.kv_cache.c_str(), spec.router.c_str(), e.replicas, spec.users ? *spec.users : -1,
+               early_stop ? 1 : 0, cpu_s, wall_start_s, wall_end_s, e.result.simulated_s,
+               static_cast<long long>(e.result.arrived), static_cast<long long>(e.result.steps), e.verdict.met ? 1 : 0,
+               e.result.stopped_early.empty() ? 0 : 1, e.verdict.worst.c_str(), e.verdict.worst_ratio);
+}
+
+}  // namespace
+
 Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optional<double> min_goodput,
                     int replications, bool early_stop) {
   scenario::ScenarioSpec s = spec;
@@ -256,9 +292,12 @@ Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optio
   if (early_stop) b.config.early_stop = early_stop_rules(spec);
   Evaluation e;
   e.replicas = replicas;
+  const double cpu0 = thread_cpu_s(), wall0 = wall_s();
   e.result = simulate(b.config, *b.workload);
+  const double cpu1 = thread_cpu_s(), wall1 = wall_s();
   if (replications <= 1) {
     e.verdict = check_slos(spec, e.result, min_goodput);
+    trace_run(spec, e, early_stop, cpu1 - cpu0, wall0, wall1);
     return e;
   }
   std::vector<SimulationResult> others;
@@ -273,6 +312,7 @@ Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optio
   std::vector<const SimulationResult*> runs = {&e.result};
   for (const SimulationResult& x : others) runs.push_back(&x);
   e.verdict = check_slos_runs(spec, runs, min_goodput);
+  trace_run(spec, e, early_stop, cpu1 - cpu0, wall0, wall1);  // the first seed's run
   return e;
 }
 

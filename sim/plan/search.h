@@ -29,6 +29,7 @@ struct SloDecision {
   double estimate = 0;  // the statistic after MSER-5's truncation, the interval's centre (= value without one)
   double low = 0, high = 0;  // the 95% interval (= value when has_interval is false)
   bool has_interval = false;
+  int seeds = 1;        // runs the interval spans: 1 = one run's batch means; n = a t interval over n seeds
   Decision decision = Decision::kFail;
   std::string why;      // for FAIL and INCONCLUSIVE
 };

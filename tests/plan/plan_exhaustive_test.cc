@@ -3,7 +3,8 @@
 // verified as the whole cluster from the estimate — against an exhaustive search that runs every
 // candidate that fits as the whole cluster at 1, 2, ... replicas behind every router until it
 // meets the SLOs. On small scenarios both must name the same cheapest option; and the plan must
-// give the same options with its search runs stopping early or not (while some did stop).
+// give the same options with its search runs stopping early or not (while some did stop), and with
+// its search rounds batched or run one at a time (plan_batching_test.cc).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "sim/plan/planner.h"
 #include "sim/plan/prices.h"
 #include "sim/scenario/catalogues.h"
+#include "tests/plan/plan_scenarios.h"
 
 namespace {
 
@@ -83,6 +85,10 @@ void compare(const scenario::ScenarioSpec& base, plan::PlanSpace space) {
   CHECK(fast.stopped_early > 0);
   CHECK(full.stopped_early == 0);
   CHECK(listed(fast) == listed(full));
+  // Search rounds batched while their caps are certain (the default) or each round alone: the same.
+  plan::PlanSpace round_by_round = space;
+  round_by_round.batching = plan::PlanSpace::Batching::kRoundByRound;
+  CHECK(listed(plan::search_plan(base, round_by_round, prices, {})) == listed(fast));
   const Cheapest truth = exhaustive(base, space, prices, space.routers);
   REQUIRE(std::isfinite(truth.usd_per_hour));
   REQUIRE_FALSE(fast.ok.empty());
@@ -96,13 +102,7 @@ void compare(const scenario::ScenarioSpec& base, plan::PlanSpace space) {
 
 TEST_CASE("plan: the cheapest option of an exhaustive search, early stops or not (open loop)",
           "[plan][exhaustive][slow]") {
-  scenario::ScenarioSpec base;
-  base.deployment.model = "llama-3.1-8b";
-  base.rate = "6";
-  base.input_tokens = "512";
-  base.output_tokens = "128";
-  base.duration = "2min";
-  base.slos = {scenario::parse_slo_expression("ttft_p95<=500ms", "test")};
+  const scenario::ScenarioSpec base = plan_test::open_loop_8b("6", "2min", "ttft_p95<=500ms");
   plan::PlanSpace space;
   space.cards = {"l4", "a10g", "rtx-4090", "l40s"};
   space.tps = {1, 2};
