@@ -13,6 +13,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 #include "sim/core/units.h"
+#include "sim/plan/search.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
 #include "sim/scenario/capacity_answer.h"
@@ -263,14 +264,33 @@ Job base_job(Request request, std::shared_ptr<const PastedModel> keep, Run run) 
 }
 
 Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
-  const Scenario in = scenario_of(body, {}, limits);
-  return [in](const CancelFlag& cancel, const ProgressFn&) {
+  const nlohmann::json o = options_of(body, "simulate", {"replications"});
+  // simulate --replications N: the same seeds and the same capsim.over_seeds, run one after
+  // another inside this job (the pool bounds how many jobs run at once).
+  const int replications =
+      o.contains("replications") ? number<int>(o["replications"], "simulate.replications", 1, 10) : 1;
+  const Scenario in = scenario_of(body, {"simulate"}, limits);
+  return [in, replications](const CancelFlag& cancel, const ProgressFn&) {
     return guarded([&] {
       ScenarioSpec s = in.spec;
       s.cancel = cancel;
       const scenario::BuiltScenario b = scenario::build_scenario(s);
       const SimulationResult r = simulate(b.config, *b.workload);
-      return json_text(scenario::simulation_json(s, b, r));
+      nlohmann::json j = scenario::simulation_json(s, b, r);
+      if (replications > 1) {
+        std::vector<SimulationResult> others;
+        for (int k = 1; k < replications; ++k) {
+          ScenarioSpec other = s;
+          other.seed = s.seed + static_cast<std::uint64_t>(k);
+          const scenario::BuiltScenario ob = scenario::build_scenario(other);
+          others.push_back(simulate(ob.config, *ob.workload));
+          plan::drop_run_details(others.back());
+        }
+        std::vector<const SimulationResult*> runs{&r};
+        for (const SimulationResult& x : others) runs.push_back(&x);
+        j["capsim"]["over_seeds"] = scenario::replications_json(s, runs);
+      }
+      return json_text(j);
     });
   };
 }

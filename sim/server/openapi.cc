@@ -20,7 +20,7 @@ const char* const kOpenApi = R"json({
     "/v1/fit": {"post": {"summary": "does a model fit on a card: memory per GPU, KV capacity, what would fit (capsim fit)",
       "requestBody": {"$ref": "#/components/requestBodies/Fit"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/simulate": {"post": {"summary": "simulate a serving cluster under load (capsim simulate)",
-      "requestBody": {"$ref": "#/components/requestBodies/Scenario"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Simulate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/plan": {"post": {"summary": "the cheapest card x TP x precision x replicas that meet the SLOs (capsim plan)",
       "requestBody": {"$ref": "#/components/requestBodies/Plan"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/capacity": {"post": {"summary": "the most load one deployment serves within the SLOs, and the latency curve (capsim capacity)",
@@ -55,6 +55,8 @@ const char* const kOpenApi = R"json({
     },
     "requestBodies": {
       "Scenario": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Scenario"}}}},
+      "Simulate": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"simulate": {"type": "object", "properties": {"replications": {"type": "integer", "minimum": 1, "maximum": 10}}}}}]}}}},
       "Fit": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
         {"type": "object", "properties": {"fit": {"type": "object", "properties": {"context": {"type": "integer", "description": "tokens"}}}}}]}}}},
       "Plan": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},

@@ -168,6 +168,25 @@ TEST_CASE("server: POST /v1/simulate and /v1/fit answer exactly what the command
   CHECK(both.status == 400);
 }
 
+TEST_CASE("server: POST /v1/simulate with simulate.replications answers what simulate --replications prints",
+          "[server][replications]") {
+  Running srv(small());
+  const Reply sim = post(srv.port(), "/v1/simulate",
+                         R"({"model": "llama-3.1-8b", "deployment": {"card": "rtx-4090"},
+                             "workload": {"rate": 4, "requests": 300}, "slo": {"ttft_p95": "1s"}, "seed": 7,
+                             "simulate": {"replications": 3}})");
+  REQUIRE(sim.status == 200);
+  CHECK(sim.body == capsim_stdout("simulate --model llama-3.1-8b --card rtx-4090 --rate 4 --requests 300 "
+                                  "--slo 'ttft_p95<=1s' --seed 7 --replications 3 --json -"));
+  CHECK(nlohmann::json::parse(sim.body)["capsim"]["over_seeds"]["seeds"] == nlohmann::json::array({7, 8, 9}));
+  const Reply zero = post(srv.port(), "/v1/simulate", R"({"model": "llama-3.1-8b", "simulate": {"replications": 0}})");
+  CHECK(zero.status == 400);
+  CHECK_THAT(zero.body, Catch::Contains("simulate.replications"));
+  const Reply other = post(srv.port(), "/v1/simulate", R"({"model": "llama-3.1-8b", "simulate": {"seeds": 2}})");
+  CHECK(other.status == 400);
+  CHECK_THAT(other.body, Catch::Contains("unknown field 'seeds'; accepted: replications"));
+}
+
 TEST_CASE("server: bad requests get a clear 4xx and the server keeps serving", "[server]") {
   ServerOptions o = small();
   o.limits.max_body_bytes = 4096;
