@@ -427,21 +427,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         ++out.extensions;
       }
       // --replications N: the other seeds of the (possibly extended) scenario, in parallel.
-      if (replications > 1) {
-        extra_runs.resize(static_cast<std::size_t>(replications - 1));
-        plan::run_parallel(
-            extra_runs.size(), plan::default_threads(),
-            [&](std::size_t k) {
-              scenario::ScenarioSpec other = *spec;
-              other.seed = spec->seed + k + 1;
-              scenario::BuiltScenario ob = scenario::build_scenario(other);
-              ob.config.progress = false;
-              extra_runs[k] = simulate(ob.config, *ob.workload);
-              // Only the SLO decisions read them: up to 1000 seeds must not keep 1000 runs' records.
-              plan::drop_run_details(extra_runs[k]);
-            },
-            {});
-      }
+      if (replications > 1) extra_runs = plan::run_next_seeds(*spec, replications - 1, plan::default_threads());
     } catch (const Error& e) {
       sim_error = std::string("the simulation did not run: ") + e.what();
     }

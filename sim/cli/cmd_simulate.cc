@@ -1,6 +1,5 @@
 // `capsim simulate`: a discrete-event simulation of a serving cluster under a workload, with
 // latency percentiles, throughput, goodput and what the engine spent its time on.
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <vector>
@@ -37,22 +36,8 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
   BuiltScenario b = build_scenario(spec);
   b.config.progress = progress;
   const SimulationResult r = simulate(b.config, *b.workload);
-  // --replications N: seeds seed + 1 .. seed + N - 1, in parallel, no progress line; each built
-  // afresh from the spec, so every run is the one `--seed` would give. Only their percentiles and
-  // steady-state analyses are kept (the per-request records go as each run ends), so memory stays
-  // that of one run per thread.
-  std::vector<SimulationResult> others(static_cast<std::size_t>(std::max(0, replications - 1)));
-  plan::run_parallel(
-      others.size(), plan::default_threads(),
-      [&](std::size_t k) {
-        ScenarioSpec other = spec;
-        other.seed = spec.seed + k + 1;
-        BuiltScenario ob = build_scenario(other);
-        ob.config.progress = false;
-        others[k] = simulate(ob.config, *ob.workload);
-        plan::drop_run_details(others[k]);
-      },
-      {});
+  // --replications N: the next seeds in parallel, each the run `--seed` would give.
+  const std::vector<SimulationResult> others = plan::run_next_seeds(spec, replications - 1, plan::default_threads());
   std::vector<const SimulationResult*> runs{&r};
   for (const SimulationResult& o : others) runs.push_back(&o);
   // Built only when asked for: for a 10k-request run the JSON is ~4% of the whole process.

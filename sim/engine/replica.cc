@@ -591,6 +591,10 @@ void Replica::leave_cohort(Sequence& s, ReplicaObserver& obs) {
   --cohort_n_;
   if (obs.counts(s)) --cohort_counted_;
   cohort_ctx_ -= s.computed - s.cohort_base;
+  settle_cohort_member(s);
+}
+
+void Replica::settle_cohort_member(Sequence& s) const {
   const std::int64_t steps = cohort_d_ - s.cohort_base;
   s.computed += steps;
   s.generated += steps;
@@ -604,12 +608,7 @@ void Replica::materialize_cohort() {
   for (const std::int32_t slot : running_) {
     Sequence& s = seq(slot);
     if (s.cohort_base < 0) continue;
-    const std::int64_t steps = cohort_d_ - s.cohort_base;
-    s.computed += steps;
-    s.generated += steps;
-    s.last_token = cohort_last_;
-    s.cohort_base = -1;
-    catch_up_registered(s);
+    settle_cohort_member(s);
   }
   for (std::vector<Boundary>& v : boundaries_) v.clear();
   std::fill(boundary_allocs_.begin(), boundary_allocs_.end(), 0);

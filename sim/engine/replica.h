@@ -278,6 +278,8 @@ class Replica {
   void materialize_cohort();   // every sequence explicit again
   void join_cohort(std::int32_t slot, ReplicaObserver& obs);
   void leave_cohort(Sequence& s, ReplicaObserver& obs);  // makes s explicit (it finishes)
+  // Applies the cohort's steps since s joined to s itself (tokens, last token, published blocks).
+  void settle_cohort_member(Sequence& s) const;
   void try_join(ReplicaObserver& obs);
   // Whether a member's block boundaries include publishing the block it fills. A member whose
   // blocks are tagged when released (tags_on_release) needs no visit: while in the cohort it

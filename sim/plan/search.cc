@@ -231,6 +231,24 @@ void drop_run_details(SimulationResult& r) {
   }
 }
 
+std::vector<SimulationResult> run_next_seeds(const scenario::ScenarioSpec& spec, int count, unsigned threads,
+                                             const std::vector<EarlyStop>& early_stop) {
+  std::vector<SimulationResult> out(static_cast<std::size_t>(std::max(0, count)));
+  run_parallel(
+      out.size(), threads,
+      [&](std::size_t k) {
+        scenario::ScenarioSpec other = spec;
+        other.seed = spec.seed + k + 1;
+        scenario::BuiltScenario b = scenario::build_scenario(other);
+        b.config.progress = false;
+        b.config.early_stop = early_stop;
+        out[k] = simulate(b.config, *b.workload);
+        drop_run_details(out[k]);
+      },
+      {});
+  return out;
+}
+
 std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec) {
   std::vector<EarlyStop> out;
   for (const scenario::SloSpec& s : spec.slos) {
@@ -300,15 +318,8 @@ Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optio
     trace_run(spec, e, early_stop, cpu1 - cpu0, wall0, wall1);
     return e;
   }
-  std::vector<SimulationResult> others;
-  for (int k = 1; k < replications; ++k) {
-    scenario::ScenarioSpec o = s;
-    o.seed = s.seed + static_cast<std::uint64_t>(k);
-    scenario::BuiltScenario ob = scenario::build_scenario(o);
-    ob.config.progress = false;
-    ob.config.early_stop = b.config.early_stop;
-    others.push_back(simulate(ob.config, *ob.workload));
-  }
+  // One thread: evaluate itself runs on one of plan's threads.
+  const std::vector<SimulationResult> others = run_next_seeds(s, replications - 1, 1, b.config.early_stop);
   std::vector<const SimulationResult*> runs = {&e.result};
   for (const SimulationResult& x : others) runs.push_back(&x);
   e.verdict = check_slos_runs(spec, runs, min_goodput);

@@ -88,6 +88,13 @@ Evaluation evaluate(const scenario::ScenarioSpec& spec, int replicas, std::optio
 // reports until it answers.
 void drop_run_details(SimulationResult& r);
 
+// `--replications`: the scenario run again with seeds spec.seed + 1 .. spec.seed + count, each
+// built afresh (exactly the run `--seed` would give), on up to `threads` threads (results by seed,
+// whatever the thread count), no progress line, with `early_stop` rules if given; each keeps only
+// what the SLO decisions read (drop_run_details), so memory stays one run per thread.
+std::vector<SimulationResult> run_next_seeds(const scenario::ScenarioSpec& spec, int count, unsigned threads,
+                                             const std::vector<EarlyStop>& early_stop = {});
+
 // The early-stop rules for the scenario's SLOs (percentile SLOs of ttft, tpot and e2el).
 std::vector<EarlyStop> early_stop_rules(const scenario::ScenarioSpec& spec);
 

@@ -419,41 +419,52 @@ std::vector<SloSpec> replicated_statistics(const ScenarioSpec& spec) {
   return {{"ttft", "p95", none}, {"tpot", "p95", none}, {"e2el", "p95", none}};
 }
 
-std::string seed_range(const ScenarioSpec& spec, std::size_t n) {
-  return std::to_string(spec.seed) + "-" + std::to_string(spec.seed + n - 1);
-}
+// One statistic over the seeds: each run's steady-state estimate and the decision over them.
+struct OverSeeds {
+  SloSpec slo;
+  std::vector<double> per_seed;  // seconds, NaN when a run has no sample
+  plan::SloDecision decision;
+};
 
-// True when every seed gave the same estimate of every statistic: nothing in the workload is
-// random (a trace replay), and plan::decide_slo_replicated falls back to the first run's own
-// intervals.
-bool identical_runs(const std::vector<SloSpec>& stats, const std::vector<const SimulationResult*>& runs) {
-  for (const SloSpec& s : stats) {
-    const double first = plan::decide_slo(s, *runs.front()).estimate;
-    for (const SimulationResult* r : runs) {
-      const double e = plan::decide_slo(s, *r).estimate;
-      if (!(e == first || (std::isnan(e) && std::isnan(first)))) return false;
+struct Replicated {
+  std::vector<OverSeeds> rows;
+  // Every seed gave the same estimate of every statistic: nothing in the workload is random (a
+  // trace replay), and plan::decide_slo_replicated kept the first run's own intervals.
+  bool identical = true;
+};
+
+Replicated replicate(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  Replicated out;
+  for (const SloSpec& s : replicated_statistics(spec)) {
+    OverSeeds o{s, {}, plan::decide_slo_replicated(s, runs)};
+    for (const SimulationResult* r : runs) o.per_seed.push_back(plan::decide_slo(s, *r).estimate);
+    for (double e : o.per_seed) {
+      const double first = o.per_seed.front();
+      out.identical = out.identical && (e == first || (std::isnan(e) && std::isnan(first)));
     }
+    out.rows.push_back(std::move(o));
   }
-  return true;
+  return out;
 }
 
 }  // namespace
 
 nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  const Replicated rep = replicate(spec, runs);
   nlohmann::json seeds = nlohmann::json::array();
   for (std::size_t k = 0; k < runs.size(); ++k) seeds.push_back(spec.seed + k);
   nlohmann::json rows = nlohmann::json::array();
-  for (const SloSpec& s : replicated_statistics(spec)) {
+  for (const OverSeeds& o : rep.rows) {
+    const plan::SloDecision& d = o.decision;
     nlohmann::json per_seed = nlohmann::json::array();
-    for (const SimulationResult* r : runs) per_seed.push_back(plan::decide_slo(s, *r).estimate * 1e3);
-    const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
-    nlohmann::json row{{"statistic", s.metric + "_" + s.statistic},
+    for (double e : o.per_seed) per_seed.push_back(e * 1e3);
+    nlohmann::json row{{"statistic", o.slo.metric + "_" + o.slo.statistic},
                        {"per_seed_ms", per_seed},
                        {"mean_ms", d.estimate * 1e3},
                        {"low_ms", d.low * 1e3},
                        {"high_ms", d.high * 1e3}};
     if (!spec.slos.empty()) {
-      row["bound_ms"] = s.seconds * 1e3;
+      row["bound_ms"] = o.slo.seconds * 1e3;
       row["decision"] = plan::decision_name(d.decision);
       row["met"] = d.decision == plan::Decision::kPass;
       row["why"] = d.why;
@@ -463,15 +474,16 @@ nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<con
   return {{"method", "independent replications: the scenario run with seeds seed .. seed + N - 1; per seed the "
                      "steady-state estimate (MSER-5 truncation), 95% t interval over the seeds"},
           {"seeds", seeds},
-          {"identical_runs", identical_runs(replicated_statistics(spec), runs)},
+          {"identical_runs", rep.identical},
           {"statistics", rows}};
 }
 
 void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  const Replicated rep = replicate(spec, runs);
   const bool slos = !spec.slos.empty();
-  os << "\n  over " << runs.size() << " seeds (" << seed_range(spec, runs.size()) << "; the run above is seed "
-     << spec.seed << "): ";
-  if (identical_runs(replicated_statistics(spec), runs)) {
+  os << "\n  over " << runs.size() << " seeds (" << spec.seed << "-" << spec.seed + runs.size() - 1
+     << "; the run above is seed " << spec.seed << "): ";
+  if (rep.identical) {
     os << "the seeds gave identical runs (nothing in the workload is random, e.g. a trace replay), so the "
           "intervals and verdicts are the run's own\n";
   } else {
@@ -483,15 +495,14 @@ void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::v
   if (slos) head.push_back("verdict");
   TextTable t(head);
   std::vector<std::string> why;
-  for (const SloSpec& s : replicated_statistics(spec)) {
+  for (const OverSeeds& o : rep.rows) {
+    const plan::SloDecision& d = o.decision;
     std::string per_seed;
-    for (const SimulationResult* r : runs) {
-      const double e = plan::decide_slo(s, *r).estimate;
+    for (double e : o.per_seed) {
       per_seed += (per_seed.empty() ? "" : ", ") + (std::isnan(e) ? std::string("-") : units::format_time(e));
     }
-    const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
-    std::vector<std::string> row{s.metric + "_" + s.statistic};
-    if (slos) row.push_back(units::format_time(s.seconds));
+    std::vector<std::string> row{o.slo.metric + "_" + o.slo.statistic};
+    if (slos) row.push_back(units::format_time(o.slo.seconds));
     row.push_back(per_seed);
     row.push_back(std::isnan(d.estimate)   ? "-"
                   : !d.has_interval         ? units::format_time(d.estimate) + " (no interval)"

@@ -278,14 +278,7 @@ Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
       const SimulationResult r = simulate(b.config, *b.workload);
       nlohmann::json j = scenario::simulation_json(s, b, r);
       if (replications > 1) {
-        std::vector<SimulationResult> others;
-        for (int k = 1; k < replications; ++k) {
-          ScenarioSpec other = s;
-          other.seed = s.seed + static_cast<std::uint64_t>(k);
-          const scenario::BuiltScenario ob = scenario::build_scenario(other);
-          others.push_back(simulate(ob.config, *ob.workload));
-          plan::drop_run_details(others.back());
-        }
+        const std::vector<SimulationResult> others = plan::run_next_seeds(s, replications - 1, 1);
         std::vector<const SimulationResult*> runs{&r};
         for (const SimulationResult& x : others) runs.push_back(&x);
         j["capsim"]["over_seeds"] = scenario::replications_json(s, runs);
