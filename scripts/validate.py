@@ -1173,7 +1173,8 @@ def simulation_report(v):
       f"{TRTLLM_BENCH_FALLBACK[0]}/{TRTLLM_BENCH_FALLBACK[1]} is assumed and the row says so.")
     A(f"- **KV cache**: trtllm-bench gives the KV cache {TRTLLM_KV_FREE_FRACTION:.0%} of the "
       "memory left free after the engine loads (perf-overview.md example: \"KV Memory "
-      "Percentage: 99.0%\"). The script asks `capsim fit` for capsim's own weight, activation "
+      "Percentage: 99.0%\"; the same example's log in the 0.12.0.dev2024073000 "
+      "benchmarks/Suite.md allocates 62.99 GiB of KV cache of 63.62 GiB available, 0.990). The script asks `capsim fit` for capsim's own weight, activation "
       "and runtime sizes at the row's limits and sets `--gpu-memory-utilization` so that "
       "capsim's KV cache is that fraction of capsim's free memory (the value is in the "
       "diagnosis column). capsim's runtime memory for this engine includes TensorRT-LLM's "
