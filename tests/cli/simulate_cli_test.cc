@@ -477,3 +477,42 @@ TEST_CASE("simulate cli: --replications on a trace replay says the seeds changed
   const Run random = simulate(std::string(kSmall) + " --replications 2 --json -");
   CHECK(nlohmann::json::parse(random.out).at("capsim").at("over_seeds").at("identical_runs") == false);
 }
+
+namespace {
+
+TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports it; bad values exit 2",
+          "[cli][simulate][offload]") {
+  // Llama-3.1-8B on one H100: a block is 16 x 32 layers x 8 KV heads x 128 x 2 x 2 B = 2 MiB,
+  // so 8 GiB hold 4096 blocks (docs/cost-model.md#cpu-kv-offloading).
+  const std::string base = std::string(kSmall) + " --seed 4 --prefix-groups 2 --prompts-per-group 3 --system-prompt-tokens 200";
+  const Run on = simulate(base + " --kv-offloading-size 8");
+  REQUIRE(on.status == 0);
+  CHECK(has(on.out, "CPU KV tier (--kv-offloading-size 8 GiB, 4096 blocks): hit rate "));
+  const Run json = simulate(base + " --kv-offloading-size 8 --json -");
+  REQUIRE(json.status == 0);
+  CHECK(has(json.out, "\"cpu_kv_offload\""));
+  CHECK(has(json.out, "\"cpu_blocks\": 4096"));
+  CHECK(has(json.out, "\"kv_offloading_size_gib\": 8.0"));
+  const Run off = simulate(base + " --json -");
+  REQUIRE(off.status == 0);
+  CHECK_FALSE(has(off.out, "cpu_kv_offload"));
+  CHECK_FALSE(has(simulate(base).out, "CPU KV tier"));
+
+  const Run lmcache = simulate(base + " --kv-offloading-size 8 --kv-offloading-backend lmcache");
+  CHECK(lmcache.status == 2);
+  CHECK(has(lmcache.err, "--kv-offloading-backend: 'lmcache' is not modelled; accepted: native"));
+  const Run alone = simulate(base + " --kv-offloading-backend native");
+  CHECK(alone.status == 2);
+  CHECK(has(alone.err, "needs --kv-offloading-size"));
+  const Run zero = simulate(base + " --kv-offloading-size 0");
+  CHECK(zero.status == 2);
+  CHECK(has(zero.err, "--kv-offloading-size"));
+  const Run stat = simulate(base + " --kv-offloading-size 8 --scheduler static");
+  CHECK(stat.status == 2);
+  CHECK(has(stat.err, "--kv-offloading-size: the CPU tier is modelled with the vllm-v1 scheduler"));
+  const Run nopc = simulate(base + " --kv-offloading-size 8 --prefix-caching false");
+  CHECK(nopc.status == 2);
+  CHECK(has(nopc.err, "modelled with prefix caching on"));
+}
+
+}  // namespace
