@@ -513,6 +513,21 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
   const Run nopc = simulate(base + " --kv-offloading-size 8 --prefix-caching false");
   CHECK(nopc.status == 2);
   CHECK(has(nopc.err, "modelled with prefix caching on"));
+
+  // The scenario file's engine section: 4 GiB / 2 MiB = 2048 blocks.
+  ScratchDir tmp;
+  const std::string yaml = tmp.file("s.yaml");
+  std::ofstream(yaml) << "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 1}\n"
+                         "engine: {kv_offloading_size: 4, kv_offloading_backend: native}\n"
+                         "workload: {rate: 10, requests: 200, input_tokens: 300, output_tokens: 50}\n";
+  const Run file = simulate("'" + yaml + "' -q");
+  REQUIRE(file.status == 0);
+  CHECK(has(file.out, "CPU KV tier (--kv-offloading-size 4 GiB, 2048 blocks)"));
+  std::ofstream(yaml) << "model: llama-3.1-8b\nengine: {kv_offloading_size: 0}\n"
+                         "workload: {rate: 10, requests: 20}\n";
+  const Run negative = simulate("'" + yaml + "' -q");
+  CHECK(negative.status == 2);
+  CHECK(has(negative.err, "engine.kv_offloading_size: must be in (0, 1000000] GiB"));
 }
 
 }  // namespace
