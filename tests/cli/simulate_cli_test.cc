@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include <utility>
 #include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
@@ -498,21 +499,20 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
   CHECK_FALSE(has(off.out, "cpu_kv_offload"));
   CHECK_FALSE(has(simulate(base).out, "CPU KV tier"));
 
-  const Run lmcache = simulate(base + " --kv-offloading-size 8 --kv-offloading-backend lmcache");
-  CHECK(lmcache.status == 2);
-  CHECK(has(lmcache.err, "--kv-offloading-backend: 'lmcache' is not modelled; accepted: native"));
-  const Run alone = simulate(base + " --kv-offloading-backend native");
-  CHECK(alone.status == 2);
-  CHECK(has(alone.err, "needs --kv-offloading-size"));
-  const Run zero = simulate(base + " --kv-offloading-size 0");
-  CHECK(zero.status == 2);
-  CHECK(has(zero.err, "--kv-offloading-size"));
-  const Run stat = simulate(base + " --kv-offloading-size 8 --scheduler static");
-  CHECK(stat.status == 2);
-  CHECK(has(stat.err, "--kv-offloading-size: the CPU tier is modelled with the vllm-v1 scheduler"));
-  const Run nopc = simulate(base + " --kv-offloading-size 8 --prefix-caching false");
-  CHECK(nopc.status == 2);
-  CHECK(has(nopc.err, "modelled with prefix caching on"));
+  // Bad input: exit 2 with a message naming the flag.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --kv-offloading-size 8 --kv-offloading-backend lmcache",
+       "--kv-offloading-backend: 'lmcache' is not modelled; accepted: native"},
+      {" --kv-offloading-backend native", "needs --kv-offloading-size"},
+      {" --kv-offloading-size 0", "--kv-offloading-size"},
+      {" --kv-offloading-size 8 --scheduler static",
+       "--kv-offloading-size: the CPU tier is modelled with the vllm-v1 scheduler"},
+      {" --kv-offloading-size 8 --prefix-caching false", "modelled with prefix caching on"}};
+  for (const auto& [flags, message] : bad) {
+    const Run r = simulate(base + flags);
+    CHECK(r.status == 2);
+    CHECK(has(r.err, message));
+  }
 
   // The scenario file's engine section: 4 GiB / 2 MiB = 2048 blocks.
   ScratchDir tmp;
