@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 #include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
