@@ -86,9 +86,10 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
   if (n > free_count_) return false;
   if (n <= 0) return true;
   // The n blocks at the head of the free queue, in queue order, detached in one piece (their
-  // links are left as they are: they mean nothing outside the queue).
+  // links are left as they are: they mean nothing outside the queue). A decode's one block is
+  // appended; more are written in place.
   const std::size_t first = table.size();
-  table.resize(first + static_cast<std::size_t>(n));
+  if (n == 1) table.push_back(-1); else table.resize(first + static_cast<std::size_t>(n));
   std::int32_t* out = table.data() + first;
   std::int32_t b = head_;
   for (std::int64_t i = 0; i < n; ++i) {
