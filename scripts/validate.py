@@ -194,8 +194,15 @@ TRTLLM_NUM_REQUESTS = {(128, 128): 30000, (128, 2048): 3000, (128, 4096): 1500,
                        (2048, 128): 3000, (2048, 2048): 1500}
 
 # trtllm-bench 0.12 gives the KV cache this fraction of the GPU memory left free after the engine
-# loads (perf-overview.md example output: "KV Memory Percentage: 99.0%").
+# loads (perf-overview.md example output: "KV Memory Percentage: 99.0%"; the same run's log in
+# the 0.12.0.dev2024073000 benchmarks/Suite.md allocates 62.99 GiB of KV cache of 63.62 GiB
+# available = 0.990).
 TRTLLM_KV_FREE_FRACTION = 0.99
+
+# The tensorrt-llm profile's decoder buffers (memory.decoder_per_sequence_vocab, bytes per
+# max_batch_size slot per vocabulary entry) and the other published figure, for the sensitivity
+# runs (calibration/engines/tensorrt-llm.yaml, reference trtllm-decoder).
+TRTLLM_DECODER_ALT = 35.6
 
 # Sensitivity runs of the offline comparison: name -> description (see Validator.offline_args).
 OFFLINE_VARIANTS = [
@@ -207,6 +214,10 @@ OFFLINE_VARIANTS = [
     ("kv_free_0.90", "KV cache = 0.90 of free memory (the --kv_cache_free_gpu_mem_fraction "
      "default of trtllm-bench's code of that period) instead of the 0.99 the v0.12 example "
      "output shows"),
+    ("decoder_none", "no decoder buffers (the tensorrt-llm profile's "
+     "memory.decoder_per_sequence_vocab taken as 0: capsim before it modelled them)"),
+    ("decoder_35.6", f"decoder buffers of {TRTLLM_DECODER_ALT} B per max_batch_size slot per "
+     "vocabulary entry (the 0.12.0.dev2024073000 log) instead of the profile's value"),
 ]
 
 
@@ -443,6 +454,7 @@ class Validator:
         self.variant_rows = []  # (m, tp, isl, osl, measured) of the compared offline rows
         self.variants = []      # (name, description, summary, failed) per OFFLINE_VARIANTS
         self.tmpdir = None      # model configs with a raised context (see model_arg)
+        self.decoder_dirs = {}  # decoder-buffer value -> data directory (decoder_data_dir)
 
     # -- shared pieces -------------------------------------------------------------------------
 
@@ -680,7 +692,11 @@ class Validator:
 
     def simulate(self, args):
         """capsim simulate <args> -> (result or None, error text)."""
-        res, err = self.capsim.json(["simulate"] + list(args) + ["--seed", "1", "-q"])
+        args = list(args)
+        prefix = []
+        if args[:1] == ["--data-dir"]:  # capsim's global option goes before the subcommand
+            prefix, args = args[:2], args[2:]
+        res, err = self.capsim.json(prefix + ["simulate"] + args + ["--seed", "1", "-q"])
         if res is not None and "output_throughput" not in res:
             return None, err or "no output_throughput in the JSON"
         return res, err
@@ -698,11 +714,50 @@ class Validator:
         mbs, mnt = by_tp.get(seq_len, by_tp["general"])
         return mbs, mnt, ""
 
-    def offline_memory(self, m, tp, mbs, mnt, seq_len, kv_free):
+    def decoder_profile_bytes(self):
+        """The tensorrt-llm profile's memory.decoder_per_sequence_vocab (bytes per slot per
+        vocabulary entry; 0 when absent), read from the catalogue capsim uses."""
+        data = os.environ.get("CAPSIM_DATA_DIR", REPO)
+        path = os.path.join(data, "calibration", "engines", "tensorrt-llm.yaml")
+        try:
+            with open(path, encoding="utf-8") as f:
+                found = re.search(r"^\s*decoder_per_sequence_vocab:\s*\{value:\s*([0-9.]+)",
+                                  f.read(), re.M)
+        except OSError:
+            return 0.0
+        return float(found.group(1)) if found else 0.0
+
+    def decoder_data_dir(self, value):
+        """A copy of capsim's data directory whose tensorrt-llm profile has
+        memory.decoder_per_sequence_vocab = value (calibration/ copied, the rest linked), for
+        the sensitivity runs; capsim reads it through --data-dir."""
+        if value in self.decoder_dirs:
+            return self.decoder_dirs[value]
+        if self.tmpdir is None:
+            self.tmpdir = tempfile.mkdtemp(prefix="capsim-validate-")
+        data = os.environ.get("CAPSIM_DATA_DIR", REPO)
+        root = os.path.join(self.tmpdir, f"data-decoder-{value:g}")
+        os.makedirs(root)
+        for entry in ("models", "workloads"):
+            os.symlink(os.path.join(data, entry), os.path.join(root, entry))
+        shutil.copytree(os.path.join(data, "calibration"), os.path.join(root, "calibration"))
+        path = os.path.join(root, "calibration", "engines", "tensorrt-llm.yaml")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        text, n = re.subn(r"^(\s*decoder_per_sequence_vocab:\s*\{value:\s*)[0-9.]+",
+                          lambda g: g.group(1) + f"{value:g}", text, flags=re.M)
+        if n != 1:
+            sys.exit(f"validate.py: {path} has no memory.decoder_per_sequence_vocab to vary")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        self.decoder_dirs[value] = root
+        return root
+
+    def offline_memory(self, m, tp, mbs, mnt, seq_len, kv_free, prefix=()):
         """(gpu_memory_utilization, kv blocks, block size, error) reproducing trtllm-bench's
         KV cache = kv_free x (memory free after the engine loads), with capsim's own weights,
-        activation and runtime sizes."""
-        base = ["fit", "--model", m["model"], "--card", m["card"], "--tp", str(tp),
+        activation and runtime sizes. `prefix` goes before capsim's subcommand (--data-dir)."""
+        base = list(prefix) + ["fit", "--model", m["model"], "--card", m["card"], "--tp", str(tp),
                 "--weights", m["weights"], "--kv-cache", m["kv"], "--engine", "tensorrt-llm",
                 "--max-num-seqs", str(mbs), "--max-num-batched-tokens", str(mnt),
                 "--context", str(seq_len)]
@@ -758,7 +813,12 @@ class Validator:
         hf_id = m["hf_id"]
         mbs, mnt, lim_note = self.bench_limits(hf_id, tp, isl + osl)
         kv_free = 0.90 if variant == "kv_free_0.90" else TRTLLM_KV_FREE_FRACTION
-        util, blocks, block, err = self.offline_memory(m, tp, mbs, mnt, isl + osl, kv_free)
+        prefix = []
+        if variant == "decoder_none":
+            prefix = ["--data-dir", self.decoder_data_dir(0.0)]
+        elif variant == "decoder_35.6":
+            prefix = ["--data-dir", self.decoder_data_dir(TRTLLM_DECODER_ALT)]
+        util, blocks, block, err = self.offline_memory(m, tp, mbs, mnt, isl + osl, kv_free, prefix)
         if util is None:
             return None, "", 0, "", lim_note, err
         per_seq = -(-(isl + osl) // block)
@@ -774,7 +834,7 @@ class Validator:
         model_arg, ctx_note = self.model_arg(m["model"], isl + osl)
         if ctx_note:
             lim_note = "; ".join(n for n in (lim_note, ctx_note) if n)
-        args = ["--model", model_arg, "--card", m["card"], "--tp", str(tp),
+        args = prefix + ["--model", model_arg, "--card", m["card"], "--tp", str(tp),
                 "--weights", m["weights"], "--kv-cache", m["kv"], "--engine", "tensorrt-llm",
                 "--arrival", "offline", "--requests", str(requests),
                 "--input-tokens", str(isl), "--output-tokens", str(osl),
@@ -1113,10 +1173,18 @@ def simulation_report(v):
       f"{TRTLLM_BENCH_FALLBACK[0]}/{TRTLLM_BENCH_FALLBACK[1]} is assumed and the row says so.")
     A(f"- **KV cache**: trtllm-bench gives the KV cache {TRTLLM_KV_FREE_FRACTION:.0%} of the "
       "memory left free after the engine loads (perf-overview.md example: \"KV Memory "
-      "Percentage: 99.0%\"). The script asks `capsim fit` for capsim's own weight, activation "
+      "Percentage: 99.0%\"; the same example's log in the 0.12.0.dev2024073000 "
+      "benchmarks/Suite.md allocates 62.99 GiB of KV cache of 63.62 GiB available, 0.990). The script asks `capsim fit` for capsim's own weight, activation "
       "and runtime sizes at the row's limits and sets `--gpu-memory-utilization` so that "
       "capsim's KV cache is that fraction of capsim's free memory (the value is in the "
-      "diagnosis column).")
+      "diagnosis column). capsim's runtime memory for this engine includes TensorRT-LLM's "
+      "decoder buffers, allocated for max_batch_size slots x the vocabulary before the KV "
+      "cache is sized (`memory.decoder_per_sequence_vocab` of the tensorrt-llm profile, "
+      f"{v.decoder_profile_bytes():g} B per slot per vocabulary entry; "
+      "docs/cost-model.md#sampler-buffers): with max_batch_size 8192 and Llama-3's "
+      f"128,256-token vocabulary that is {v.decoder_profile_bytes() * 8192 * 128256 / 1e9:.1f} "
+      "GB per GPU. The sensitivity table shows the offline rows without them and with the "
+      "other published figure.")
     A("- **Scheduling**: trtllm-bench runs the Guaranteed-No-Evict capacity policy: a request "
       "starts only when the KV blocks for its whole ISL + OSL can be reserved. capsim has no "
       "such policy; with fixed lengths it is reproduced exactly by capping `--max-num-seqs` at "

@@ -42,6 +42,13 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   e.runtime_memory_bytes = doc.quantity("memory.runtime", Kind::kBytes);
   e.runtime_memory_tp_extra_bytes = doc.quantity("memory.runtime_tp_extra", Kind::kBytes);
   e.outside_budget_bytes = doc.quantity("memory.outside_budget", Kind::kBytes);
+  e.decoder_bytes_per_seq_vocab =
+      doc.optional_quantity("memory.decoder_per_sequence_vocab", std::nullopt).value_or(0);
+  if (!(e.decoder_bytes_per_seq_vocab >= 0) || e.decoder_bytes_per_seq_vocab > 1000) {
+    throw Error(doc.where("memory.decoder_per_sequence_vocab") + ": " +
+                std::to_string(e.decoder_bytes_per_seq_vocab) +
+                " bytes per sequence slot per vocabulary entry is outside the accepted range [0, 1000]");
+  }
   e.frontend_s = doc.quantity("request_path.frontend", Kind::kTime);
   e.frontend_per_prompt_token_s = doc.quantity("request_path.frontend_per_prompt_token", Kind::kTime);
   e.return_s = doc.quantity("request_path.return", Kind::kTime);
@@ -74,7 +81,8 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
                         "kernels.attention_bandwidth_scale", "kernels.moe_dispatch_kernels",
                         "communication.allreduce_latency_nvlink",
                         "communication.allreduce_latency_pcie",
-                        "communication.allreduce_latency_per_peer", "request_path.frontend",
+                        "communication.allreduce_latency_per_peer",
+                        "memory.decoder_per_sequence_vocab", "request_path.frontend",
                         "request_path.frontend_per_prompt_token", "request_path.return",
                         "request_path.return_per_sequence", "request_path.async_scheduling"}) {
     e.sources[f] = doc.source_of(f);

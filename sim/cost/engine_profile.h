@@ -43,6 +43,12 @@ struct EngineProfile {
   double runtime_memory_bytes = 0;
   // Extra per-GPU runtime memory when TP > 1 (NCCL communicators, custom all-reduce buffers).
   double runtime_memory_tp_extra_bytes = 0;
+  // Bytes per sequence slot per vocabulary entry that the engine's sampler ("decoder") allocates
+  // for max_num_seqs slots before the KV cache is sized: TensorRT-LLM's dynamic decoder keeps
+  // [max_batch_size x vocab] logits, penalty and top-p sort buffers on every rank
+  // (docs/cost-model.md#sampler-buffers). Optional in the profile; 0 = none (vLLM's sampler
+  // buffers are in the activation peak).
+  double decoder_bytes_per_seq_vocab = 0;
   // Memory outside the budget, in the 1 - gpu_memory_utilization headroom: CUDA context and
   // captured graphs (bytes, per GPU).
   double outside_budget_bytes = 0;

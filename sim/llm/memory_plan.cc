@@ -89,6 +89,11 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   p.activations = activation_peak_bytes(m, d.tp, d.limits.max_num_batched_tokens, profile_seqs);
   p.runtime = d.engine.runtime_memory_bytes +
               (d.tp > 1 || d.pp > 1 || d.dp > 1 ? d.engine.runtime_memory_tp_extra_bytes : 0);
+  // The engine's sampler buffers, one [max_num_seqs x vocab] set on every rank (the logits are
+  // gathered before sampling): TensorRT-LLM allocates them before it sizes the KV cache
+  // (docs/cost-model.md#sampler-buffers).
+  p.runtime += d.engine.decoder_bytes_per_seq_vocab * static_cast<double>(d.limits.max_num_seqs) *
+               static_cast<double>(m.vocab);
   p.outside_budget = d.card.is_cpu ? 0 : d.engine.outside_budget_bytes;
   // Pipeline stages and expert parallelism change what one GPU holds (sim/llm/parallelism.h).
   // Every stage's KV cache gets the same number of blocks, the smallest any stage fits (vLLM

@@ -53,7 +53,8 @@ struct MemoryPlan {
   double budget = 0;        // gpu_memory_utilization x visible
   double weights = 0;
   double activations = 0;   // peak workspace of a forward pass at max_num_batched_tokens
-  double runtime = 0;       // engine runtime memory (NCCL, cuBLAS, allocator)
+  double runtime = 0;       // engine runtime memory (NCCL, cuBLAS, allocator; the engine's
+                            // sampler buffers for max_num_seqs slots where its profile has them)
   double proposer_weights = 0;  // speculative decoding's draft model or head (llm/speculative.h)
   double lora_slots = 0;    // LoRA adapter slots vLLM preallocates (llm/lora.h)
   double kv_cache = 0;      // what remains for KV (negative when it does not fit)

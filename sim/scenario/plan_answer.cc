@@ -122,13 +122,6 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   }
   const auto weights = split_list(o.weights);
   const auto kvs = split_list(o.kv);
-  for (const auto& w : weights) {
-    if (w != "auto") parse_precision(w, "--weights");
-  }
-  for (const auto& k : kvs) {
-    if (k != "auto") parse_precision(k, "--kv-cache");
-  }
-  if (tps.empty() || weights.empty() || kvs.empty()) throw Error("--tp/--weights/--kv-cache: empty list");
   // A precision nobody knows is bad input (exit 2), not a candidate the search rejects.
   for (const auto& w : weights) {
     if (w != "auto") parse_precision(w, "--weights");
@@ -136,6 +129,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   for (const auto& k : kvs) {
     if (k != "auto") parse_precision(k, "--kv-cache");
   }
+  if (tps.empty() || weights.empty() || kvs.empty()) throw Error("--tp/--weights/--kv-cache: empty list");
 
   if (o.before_search) o.before_search();
   plan::PlanSpace space;
@@ -302,6 +296,20 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
             "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
             "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
             "and what limits it.\n";
+    // Verification can confirm more options than the table shows (a round verifies several at
+    // once); they are in the JSON's options[], and named here so that every candidate is
+    // accounted for in the text too.
+    if (ok.size() > static_cast<std::size_t>(std::max(0, o.top))) {
+      text << "  Also verified, ranked below the top " << o.top << ":";
+      const char* sep = " ";
+      for (std::size_t k = static_cast<std::size_t>(o.top); k < ok.size(); ++k) {
+        const Candidate& c = cands[ok[k]];
+        text << sep << label(c) << " (" << c.search.best.replicas << " x " << c.router << ", $"
+             << fmt("%.2f", cost_of(c)) << "/hour)";
+        sep = "; ";
+      }
+      text << ".\n";
+    }
     if (!ok.empty()) {
       const Candidate& best = cands[ok.front()];
       text << "\n  to launch #1 (" << label(best) << ") as simulated (docs/deployment-options.md#the-config-to-launch):\n"

@@ -342,3 +342,52 @@ TEST_CASE("memory: --max-model-len above the model's context is refused", "[llm]
   d.limits.max_model_len = 131'072;
   CHECK_NOTHROW(d.validate());
 }
+
+TEST_CASE("memory: TensorRT-LLM's decoder buffers for max_num_seqs x vocab come out of the KV cache",
+          "[llm][memory][trtllm]") {
+  // calibration/engines/tensorrt-llm.yaml: memory.decoder_per_sequence_vocab 19.9 B per slot per
+  // vocabulary entry (NVIDIA/TensorRT-LLM issue #1188 log: 5.76 GiB for 2048 slots x 151,936),
+  // runtime 1.0 GiB, gpu_memory_utilization 0.9, block size 64.
+  static const EngineCatalogue engines =
+      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
+  const EngineProfile& trt = engines.find("tensorrt-llm");
+  REQUIRE(trt.decoder_bytes_per_seq_vocab == 19.9);
+  CHECK(vllm().decoder_bytes_per_seq_vocab == 0);  // vLLM's sampler is in the activation peak
+
+  Deployment d = deploy("llama-3.1-8b", "h100-sxm");
+  d.engine = trt;
+  d.limits.block_size = 64;
+  d.limits.gpu_memory_utilization = 0.9;
+  d.limits.max_num_seqs = 2048;
+  d.limits.max_num_batched_tokens = 8192;
+  d.validate();
+  const MemoryPlan p = plan_memory(d, 4096);
+
+  // decoder = 19.9 x 2048 x 128,256 = 19.9 x 262,668,288 = 5,227,098,931.2 B (4.87 GiB)
+  // runtime = 1 GiB + decoder = 1,073,741,824 + 5,227,098,931.2 = 6,300,840,755.2 B
+  CHECK(p.runtime == Approx(6'300'840'755.2).epsilon(1e-12));
+  // activations = max(forward 8192 x 55,296 x 2 = 905,969,664,
+  //                   sampler min(2048, 8192) x 128,256 x 8 = 2,101,346,304) = 2,101,346,304
+  CHECK(p.activations == Approx(2'101'346'304.0).epsilon(1e-12));
+  const double budget = 0.9 * d.card.visible_memory_bytes;
+  const double kv = budget - kLlama8bWeights - 2'101'346'304.0 - 6'300'840'755.2;
+  CHECK(p.kv_cache == Approx(kv).epsilon(1e-12));
+  // A block of 64 tokens x 131,072 B = 8,388,608 B.
+  CHECK(p.kv_blocks == static_cast<long long>(std::floor(kv / 8'388'608.0)));
+
+  // The same deployment without the decoder term has exactly 5,227,098,931.2 B more KV cache:
+  // floor(5,227,098,931.2 / 8,388,608) = 623 blocks, give or take the one the floors split.
+  Deployment bare = d;
+  bare.engine.decoder_bytes_per_seq_vocab = 0;
+  const MemoryPlan q = plan_memory(bare, 4096);
+  CHECK(q.runtime == Approx(1'073'741'824.0).epsilon(1e-12));
+  CHECK(q.kv_cache - p.kv_cache == Approx(5'227'098'931.2).epsilon(1e-9));
+  CHECK(q.kv_blocks - p.kv_blocks >= 623);
+  CHECK(q.kv_blocks - p.kv_blocks <= 624);
+
+  // It scales with the slots: 256 slots leave 7/8 of those bytes to the KV cache.
+  d.limits.max_num_seqs = 256;
+  const MemoryPlan r = plan_memory(d, 4096);
+  // runtime = 1 GiB + 19.9 x 256 x 128,256 = 1,073,741,824 + 653,387,366.4 = 1,727,129,190.4 B
+  CHECK(r.runtime == Approx(1'727'129'190.4).epsilon(1e-12));
+}

@@ -80,6 +80,29 @@ TEST_CASE("plan: prices change the ranking as computed by hand", "[plan][cli]") 
   CHECK(l40s > 0.10);
 }
 
+TEST_CASE("plan: an option verified beyond --top is named in the text, not dropped", "[plan][cli]") {
+  // Verification confirms options a round (up to 4) at a time, so with --top 1 both one-replica
+  // options of the case above are verified: the table shows the cheaper, and the text must still
+  // account for the other (it is the JSON's options[1]), with its replicas, router and $/hour.
+  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s,h100-sxm --tp 1 --kv-cache auto --top 1";
+  const auto j = plan_json(args);
+  REQUIRE(j["options"].size() == 2);
+  const auto r = run_capsim("plan " + args);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto& second = j["options"][1];
+  const std::string label = second["card"].get<std::string>() + " bf16";
+  char price[32];
+  std::snprintf(price, sizeof price, "$%.2f/hour", second["usd_per_hour"].get<double>());
+  CHECK(has(r.out, "Also verified, ranked below the top 1: " + label + " (1 x " +
+                       second["router"].get<std::string>() + ", " + price + ")."));
+  // The first option is the table's only row and appears nowhere else.
+  const std::string first = j["options"][0]["card"].get<std::string>() + " bf16";
+  CHECK(has(r.out, " 1  " + first + " "));
+  CHECK_FALSE(has(r.out, " 2  " + label));
+  CHECK_FALSE(has(r.out, "rejected:"));
+}
+
 TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[plan][cli]") {
   const std::string args = kLight + " --rate 2 --cards l40s";
   {
