@@ -11,7 +11,9 @@ requests after one shuffle (`--prefix-groups 10 --prompts-per-group 10`); consta
 fixed 1/rate gap in back-to-back stages; fixed output lengths (ignore_eos). The prompt carries
 the ~25 tokens the measured prompt lengths show beyond system + question (re-tokenisation), the
 measured excess where the row has it. Engine settings are the row's (max_num_seqs,
-max_num_batched_tokens, gpu_memory_utilization, TP, DP as replicas); precision FP16 runs as
+max_num_batched_tokens, gpu_memory_utilization, TP, DP as replicas, and the CPU KV tier of the runs
+whose cpu_kv_offload says enabled: --kv-offloading-size 8, vLLM's OffloadingConnector, see
+OFFLOAD_GIB_DEFAULT); precision FP16 runs as
 16-bit weights and KV, FP8 as FP8 weights with a 16-bit KV cache (vLLM's default kv-cache-dtype
 auto), MXFP4 as the checkpoint ships it (`--weights auto`: mxfp4 experts, bf16 attention;
 16-bit math on Hopper).
@@ -58,6 +60,14 @@ GROUPS, PROMPTS_PER_GROUP = 10, 10
 # 290-298 s). vLLM aborts a request whose client disconnects, so capsim aborts it too
 # (--request-timeout); under normal load no request comes near it.
 CLIENT_TIMEOUT_S = 300
+# vLLM's CPU KV tier (OffloadingConnector) as the runs had it: `cpu_kv_offload` says "enabled: 8 GiB
+# OffloadingConnector" on the inference-perf rows; the sim-to-real rows say only "enabled
+# (cpu_kv_blocks>0 ...)", and their cpu_kv_blocks are 8 GiB over one GPU's block bytes in every
+# case (Scout TP2: 8 GiB / 1.5 MiB = 5461; Llama-3.1-70B TP4: 8 GiB / 1.25 MiB = 6553), so the
+# same campaign's 8 GiB. capsim sizes the tier as vLLM's CPUOffloadingSpec does (the GiB over a
+# block's bytes on all ranks: TP x fewer blocks than those columns at TP > 1).
+OFFLOAD_GIB_DEFAULT = 8
+NO_OFFLOAD = False  # --no-offload: replay without the CPU tier (to see what it changes)
 METRICS = [("ttft_mean", "ttft_mean_ms", "mean_ttft_ms"), ("ttft_p50", "ttft_p50_ms", "median_ttft_ms"),
            ("ttft_p90", "ttft_p90_ms", "p90_ttft_ms"), ("ttft_p99", "ttft_p99_ms", "p99_ttft_ms"),
            ("e2e_mean", "e2e_mean_ms", "mean_e2el_ms"), ("e2e_p50", "e2e_p50_ms", "median_e2el_ms"),
@@ -117,6 +127,15 @@ def precision_args(text):
     return ["--weights", "fp16", "--kv-cache", "fp16"]
 
 
+def offload_args(row):
+    """--kv-offloading-size for a run whose cpu_kv_offload says enabled (its GiB when stated)."""
+    text = row.get("cpu_kv_offload", "").lower()
+    if not text.startswith("enabled"):
+        return []
+    m = re.search(r"(\d+(\.\d+)?)\s*gib", text)
+    return ["--kv-offloading-size", m.group(1) if m else str(OFFLOAD_GIB_DEFAULT)]
+
+
 def run_args(row, shared, known_ids):
     """capsim simulate arguments for one run -> (args, output tokens, prompt tokens, error)."""
     card = card_of(row["gpu"])
@@ -139,6 +158,8 @@ def run_args(row, shared, known_ids):
              "--output-tokens", str(out)]
     if row["prefix_caching"].lower().startswith("disabled"):
         args += ["--prefix-caching", "false"]
+    if not NO_OFFLOAD:
+        args += offload_args(row)
     rates = row["stage_rates_rps"].split("|")
     if rates == ["inf"]:
         # vllm bench serve at a fixed concurrency (the conc in the run's name), random prompts.
@@ -299,7 +320,9 @@ def report_lines(recs):
     path = engine_path_values()
     A("Each run replayed through `capsim simulate` with the workload the load generator really "
       "sent (scripts/dev_runs.py: 10 groups x 10 recurring prompts, constant arrivals in the "
-      "run's stages, fixed output lengths) and the run's engine settings; the default `vllm` "
+      "run's stages, fixed output lengths) and the run's engine settings (with the 8 GiB CPU KV "
+      "tier, `--kv-offloading-size 8`, where `cpu_kv_offload` says enabled: "
+      "[cost-model.md](cost-model.md#cpu-kv-offloading)); the default `vllm` "
       "profile, whose request path (docs/cost-model.md#request-path) was fitted on these runs' "
       f"mean TTFT (`python3 scripts/dev_runs.py --fit`, the 17 inference-perf runs: {path}). "
       "TPOT = (E2E mean - TTFT mean) / (output - 1), vllm_dev_runs.md's recommended per-token "
@@ -459,7 +482,11 @@ def main(argv=None):
     ap.add_argument("--fit-allreduce", action="store_true",
                     help="fit the vllm profile's all-reduce latency per GPU beyond the second")
     ap.add_argument("--json", metavar="FILE", help="write the per-run records as JSON")
+    ap.add_argument("--no-offload", action="store_true",
+                    help="replay without the runs' CPU KV tier (--kv-offloading-size), to see its effect")
     a = ap.parse_args(argv)
+    global NO_OFFLOAD
+    NO_OFFLOAD = a.no_offload
     if not os.path.isfile(os.path.join(a.shared, "reference", FILE)):
         print(f"dev_runs.py: {FILE} not found under {a.shared}/reference", file=sys.stderr)
         return 1

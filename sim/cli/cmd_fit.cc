@@ -97,6 +97,12 @@ int run_fit(const FitOptions& o) {
                   << " tokens = " << p.kv_tokens << " tokens ("
                   << fmt("%.1f", p.kv_bytes_per_token_per_gpu / 1024) << " KiB per token per GPU)\n";
       }
+      if (p.cpu_kv_blocks > 0) {
+        std::cout << "  CPU KV tier (--kv-offloading-size " << fmt("%g", d.limits.kv_offloading_size)
+                  << " GiB over " << d.tp * d.pp << " GPU(s) x " << fmt("%.0f", p.kv_block_bytes)
+                  << " B per block): " << p.cpu_kv_blocks << " blocks = "
+                  << p.cpu_kv_blocks * d.limits.block_size << " tokens\n";
+      }
       std::cout << "  concurrent sequences of " << context << " tokens: "
                 << p.max_sequences_at_context << " (KV-limited; max_num_seqs "
                 << d.limits.max_num_seqs << ")\n";

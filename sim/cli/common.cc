@@ -58,6 +58,10 @@ void add_deployment_flags(CLI::App& app, DeploymentSpec& d, bool with_limits) {
                  "the model's max_position_embeddings; must be <= it, and the KV cache must hold "
                  "one such sequence)")
       ->check(CLI::Range(1LL, 100'000'000LL));
+  app.add_option("--kv-offloading-size", d.kv_offloading_size,
+                 "GiB of host memory for a CPU tier of KV blocks (vLLM's OffloadingConnector, all "
+                 "ranks together; vLLM default: off): the tier's blocks")
+      ->check(CLI::Range(1e-6, 1e6));
 }
 
 void refuse_non_finite(CLI::App& app) {

@@ -50,6 +50,11 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind_dep(&DeploymentSpec::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
   bind_dep(&DeploymentSpec::async_scheduling, "--async-scheduling",
            "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
+  bind_dep(&DeploymentSpec::kv_offloading_size, "--kv-offloading-size",
+           "GiB of host memory for a CPU tier of KV blocks (vLLM's OffloadingConnector, all ranks together; "
+           "vLLM default: off), e.g. 8")->check(CLI::Range(1e-6, 1e6));
+  bind_dep(&DeploymentSpec::kv_offloading_backend, "--kv-offloading-backend",
+           "the CPU tier's backend: native (vLLM's default; lmcache is not modelled)");
   bind_dep(&DeploymentSpec::speculative_config, "--speculative-config",
            "speculative decoding, vLLM's JSON: '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'; "
            "methods eagle3, eagle, mtp (deepseek_mtp), ngram, draft_model (with \"model\": a catalogue name)");

@@ -120,12 +120,27 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
         throw Error(std::string(d.speculative ? "--speculative-config" : "--enable-lora") +
                     ": modelled with the vllm-v1 scheduler only (got --scheduler " + cfg_.policy + ")");
       }
+      CpuTierConfig cpu;
+      if (d.limits.kv_offloading_size > 0) {
+        if (cfg_.policy != "vllm-v1" || d.speculative || d.lora || cfg_.decode_pool) {
+          throw Error(std::string("--kv-offloading-size: the CPU tier is modelled with the vllm-v1 scheduler, "
+                                  "aggregated serving, without speculative decoding or LoRA (got ") +
+                      (cfg_.policy != "vllm-v1" ? "--scheduler " + cfg_.policy
+                       : d.speculative          ? std::string("--speculative-config")
+                       : d.lora                 ? std::string("--enable-lora")
+                                                : std::string("serving pd-disaggregated")) + ")");
+        }
+        // Each GPU loads its share of a block over its own host link: the card's PCIe x16 rate
+        // per direction (Card::pcie_bandwidth, from the card file's pcie_generation).
+        cpu.blocks = plan.cpu_kv_blocks;
+        cpu.load_seconds_per_block = plan.kv_block_bytes / d.card.pcie_bandwidth();
+      }
       auto cost = make_serving_cost(d);
       const std::int64_t max_len = plan.max_model_len;
       for (int i = 0; i < g.replicas * d.dp; ++i) {
         const auto index = static_cast<std::uint32_t>(replicas_.size());
         pools_[p].push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
-                                                      make_policy(cfg_.policy), plan.layout));
+                                                      make_policy(cfg_.policy), plan.layout, cpu));
         replicas_.push_back(pools_[p].back().get());
         max_len_.push_back(max_len);
         plans_.push_back(plan);

@@ -47,24 +47,45 @@ void VllmV1Policy::schedule_waiting(Replica& r, StepPlan& plan, std::int64_t bud
   // on; they return to its front, in order, after this step's admissions (vLLM V1's
   // skipped_waiting_requests).
   std::vector<std::int32_t> skipped;
-  while (!waiting.empty() && static_cast<int>(running.size()) < lim.max_num_seqs && budget > 0) {
-    const std::int32_t slot = waiting.front();
+  // With a CPU KV tier, requests waiting for their load (WAITING_FOR_REMOTE_KVS) keep their
+  // place at the front of the queue and are passed over: the first `loading` entries.
+  std::size_t loading = 0;
+  while (waiting.size() > loading && static_cast<int>(running.size()) < lim.max_num_seqs && budget > 0) {
+    const std::int32_t slot = waiting[loading];
     if (!r.schedulable(r.seq(slot))) break;  // not yet seen by this step's scheduler
     Sequence& s = r.seq(slot);
     if (!r.lora_admissible(s)) {
       skipped.push_back(slot);
-      waiting.pop_front();
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(loading));
       continue;
     }
-    const std::int64_t hits = r.lookup_hits(s);
-    const std::int64_t want = s.tokens() - r.ready_tokens(s, hits);
+    const bool loaded = r.offloading() && r.cpu_loading(slot);
+    if (loaded && !r.cpu_loaded(slot)) {
+      ++loading;
+      continue;
+    }
+    std::int64_t hits = 0;
+    if (!loaded) {
+      hits = r.lookup_hits(s);
+      if (r.offloading()) {
+        // The connector's lookup, after the GPU prefix cache's: a hit is loaded first (the
+        // request allocates its blocks and waits; no token of the budget is used).
+        const std::int64_t cpu = r.cpu_lookup(s, hits);
+        if (cpu > 0) {
+          if (!r.start_cpu_load(slot, hits, cpu)) break;
+          ++loading;
+          continue;
+        }
+      }
+    }
+    const std::int64_t want = s.tokens() - (loaded ? r.loaded_tokens(slot) : r.ready_tokens(s, hits));
     // Without chunked prefill a prompt runs whole. One longer than the remaining budget waits,
     // unless no other prefill is in this step: then it runs alone past the budget (an engine
     // that cannot chunk must still serve every prompt it accepted).
     if (!lim.enable_chunked_prefill && want > budget && plan.shape.prefill_tokens > 0) break;
     const std::int64_t n = lim.enable_chunked_prefill ? std::min(want, budget) : want;
-    if (!r.admit(slot, hits, n)) break;
-    waiting.pop_front();
+    if (loaded ? !r.admit_loaded(slot, n) : !r.admit(slot, hits, n)) break;
+    waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(loading));
     r.plan_item(plan, slot, n);
     budget = std::max<std::int64_t>(0, budget - n);
   }

@@ -11,7 +11,7 @@ namespace capsim {
 
 Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
                  std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
-                 KvLayout layout)
+                 KvLayout layout, CpuTierConfig cpu)
     : index_(index),
       deployment_(&d),
       cost_(std::move(cost)),
@@ -20,6 +20,13 @@ Replica::Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const
       block_size_(d.limits.block_size),
       layout_(layout) {
   if (d.speculative) spec_k_ = d.speculative->num_speculative_tokens;
+  if (cpu.blocks > 0) {
+    if (!kv_.prefix_caching()) {
+      throw Error("--kv-offloading-size: the CPU tier is modelled with prefix caching on (--prefix-caching true)");
+    }
+    cpu_ = std::make_unique<CpuKvTier>(cpu.blocks);
+    cpu_load_block_s_ = cpu.load_seconds_per_block;
+  }
   if (layout_.hybrid() && layout_.full_groups != 1) {
     throw Error("KV layout: the block manager models one full-attention group, got " +
                 std::to_string(layout_.full_groups));
@@ -56,6 +63,7 @@ std::int64_t Replica::sliding_need(const Sequence& s, std::int64_t first, std::i
 }
 
 void Replica::release_all(Sequence& s, bool preempted) {
+  if (cpu_) cpu_release(s);
   if (s.stream_slot >= 0) {
     // Publish the blocks deferred until now (past every index the stream had published: nothing
     // holds their tags, and they are fresh blocks, so each is published); a finished or aborted
@@ -108,11 +116,20 @@ void Replica::add_request(Request r, SimTime now) {
   }
   Sequence& s = seqs_[static_cast<std::size_t>(slot)];
   s.req = std::move(r);
-  if (kv_.prefix_caching() && s.req.segments.empty()) s.unique_owner = ++unique_owners_;
-  if (kv_.prefix_caching() && s.req.stream != 0 && !s.req.segments.empty()) {
+  // With a CPU tier every block is hashed: the tier keys blocks by hash (unique content too
+  // takes its room there, and a stream's private blocks as well).
+  if (kv_.prefix_caching() && s.req.segments.empty() && !cpu_) s.unique_owner = ++unique_owners_;
+  if (kv_.prefix_caching() && s.req.stream != 0 && !s.req.segments.empty() && !cpu_) {
     s.stream_slot = open_stream(s.req.stream);
     ++streams_[static_cast<std::size_t>(s.stream_slot)].active;
     s.shared_blocks = std::max<std::int64_t>(0, s.req.private_from) / block_size_;
+  }
+  if (cpu_) {
+    if (cpu_seq_.size() <= static_cast<std::size_t>(slot)) cpu_seq_.resize(static_cast<std::size_t>(slot) + 1);
+    CpuSeq& c = cpu_seq_[static_cast<std::size_t>(slot)];
+    assert(c.pending.empty());
+    c.stored = c.loading = 0;
+    c.load_start = c.load_done = c.ready_at = -1;
   }
   // The router's hashes of the prompt (or those the simulation's SessionHashCache proved), when
   // taken at this block size, are the sequence's first hashes (the same chain extend_hashes
@@ -471,6 +488,101 @@ void Replica::register_full_blocks(Sequence& s, std::int64_t computed_after) {
     kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
   }
   s.registered = full;
+  if (cpu_) cpu_store(s, full);
+}
+
+// ---- CPU KV tier ----
+
+// The connector's _get_reqs_to_store: each step, the request's full blocks from the next one not
+// yet offloaded. A refused store (the tier full of blocks still being stored) is retried with the
+// same blocks at the request's next step. The copy runs on its own CUDA stream after the step's
+// compute (cpu_gpu.py transfer_async waits for the compute stream), deferred a step so it never
+// delays one (offloading_connector.py _submit_deferred_stores): no cost in the step.
+void Replica::cpu_store(Sequence& s, std::int64_t full) {
+  CpuSeq& c = cpu_seq_[static_cast<std::size_t>(&s - seqs_.data())];
+  if (full <= c.stored) return;
+  if (cpu_->store(s.hashes.data() + c.stored, full - c.stored, c.pending)) c.stored = full;
+}
+
+// update_connector_output: the request's stores complete (its finished_sending, or build_connector_meta
+// for a preempted request); the manager's last touch of its blocks made them the most recent.
+void Replica::cpu_release(Sequence& s) {
+  const auto slot = static_cast<std::size_t>(&s - seqs_.data());
+  CpuSeq& c = cpu_seq_[slot];
+  if (c.loading > 0) {  // aborted while loading: the load is dropped
+    c.loading = 0;
+    c.ready_at = -1;
+    loads_in_flight_.erase(std::remove(loads_in_flight_.begin(), loads_in_flight_.end(),
+                                       static_cast<std::int32_t>(slot)),
+                           loads_in_flight_.end());
+  }
+  if (c.pending.empty()) return;
+  cpu_->complete(c.pending);
+  cpu_->touch(s.hashes.data(), std::min<std::int64_t>(c.stored, static_cast<std::int64_t>(s.hashes.size())));
+}
+
+std::int64_t Replica::cpu_lookup(Sequence& s, std::int64_t gpu_hits) {
+  // get_num_new_matched_tokens: num_blocks = num_tokens // block_size, all touched; nothing
+  // when less than a block lies beyond the GPU hits.
+  const std::int64_t blocks = s.tokens() / block_size_;
+  if (blocks - gpu_hits < 1) return 0;
+  extend_hashes(s, blocks);
+  cpu_->touch(s.hashes.data(), blocks);
+  return cpu_->lookup(s.hashes.data() + gpu_hits, blocks - gpu_hits);
+}
+
+bool Replica::start_cpu_load(std::int32_t slot, std::int64_t gpu_hits, std::int64_t cpu_blocks) {
+  Sequence& s = seq(slot);
+  // allocate_slots with num_external_computed_tokens: the GPU hits are taken and fresh blocks
+  // hold what is loaded (their hashes are cached only once it has arrived: delay_cache_blocks).
+  const std::int64_t reclaimed = kv_.hits_in_free_queue(s.hashes.data(), gpu_hits);
+  if (cpu_blocks > kv_.free_blocks() - reclaimed) return false;
+  s.blocks.reserve(static_cast<std::size_t>((s.req.prompt_tokens + s.req.output_tokens + block_size_ - 1) / block_size_));
+  kv_.take_hits(s.hashes.data(), gpu_hits, s.blocks);
+  s.registered = gpu_hits;
+  const bool ok = kv_.allocate(cpu_blocks, s.blocks);
+  assert(ok);
+  (void)ok;
+  if (s.preemptions == 0 && s.first_scheduled < 0) {
+    s.prefix_hit_tokens = (gpu_hits + cpu_blocks) * block_size_;
+    stats_.prefix_hit_tokens += gpu_hits * block_size_;
+    stats_.cpu_hit_tokens += cpu_blocks * block_size_;
+    stats_.prefix_lookup_tokens += s.req.prompt_tokens;
+  }
+  // The worker starts the load with this step (start_load_kv), behind any load still running
+  // (each transfer waits for the previous one), at the host-to-device rate of each GPU's link.
+  CpuSeq& c = cpu_seq_[static_cast<std::size_t>(slot)];
+  c.loading = cpu_blocks;
+  c.load_start = std::max(sched_now_, h2d_free_);
+  c.load_done = c.load_start + from_seconds(cpu_load_block_s_ * static_cast<double>(cpu_blocks));
+  c.ready_at = -1;
+  h2d_free_ = c.load_done;
+  c.stored = gpu_hits + cpu_blocks;  // _next_stored_block_idx: the loaded blocks are there
+  loads_in_flight_.push_back(slot);
+  stats_.cpu_loads += 1;
+  stats_.cpu_loaded_blocks += cpu_blocks;
+  return true;
+}
+
+std::int64_t Replica::loaded_tokens(std::int32_t slot) const {
+  const Sequence& s = seq(slot);
+  return std::min<std::int64_t>(static_cast<std::int64_t>(s.blocks.size()) * block_size_, s.tokens() - 1);
+}
+
+bool Replica::admit_loaded(std::int32_t slot, std::int64_t chunk) {
+  Sequence& s = seq(slot);
+  const std::int64_t computed = loaded_tokens(slot);
+  if (!grow(s, computed + chunk)) return false;
+  CpuSeq& c = cpu_seq_[static_cast<std::size_t>(slot)];
+  stats_.cpu_load_wait_s += to_seconds(sched_now_ - c.load_start);
+  c.loading = 0;
+  c.ready_at = -1;
+  s.computed = computed;
+  // _update_waiting_for_remote_kv: the loaded blocks are cached now (cache_blocks).
+  register_full_blocks(s, computed);
+  s.admitted = admissions_++;
+  running_.push_back(slot);
+  return true;
 }
 
 SimTime Replica::begin_step(SimTime now) {
@@ -481,6 +593,7 @@ SimTime Replica::begin_step(SimTime now) {
   // be empty the engine waits for the step in flight and schedules afresh, so it sees `now`.
   const bool back_to_back = deployment_->engine.async_scheduling && last_step_end_ == now;
   visible_until_ = back_to_back ? step_start_ : now;
+  sched_now_ = now;
   schedule_step();
   if (back_to_back && plan_.items.empty() && cohort_planned_ == 0 && plan_.preempted == 0 &&
       !waiting_.empty()) {
@@ -488,7 +601,17 @@ SimTime Replica::begin_step(SimTime now) {
     schedule_step();
   }
   record_state(now);
-  if (plan_.items.empty() && cohort_planned_ == 0) return 0;
+  if (plan_.items.empty() && cohort_planned_ == 0) {
+    if (loads_in_flight_.empty()) return 0;
+    // Only loads from the CPU tier are under way: vLLM's engine keeps stepping without a
+    // forward pass (gpu_model_runner kv_connector_no_forward), polling for finished transfers,
+    // so it sees the first one finish when it does. No step is counted.
+    SimTime done = std::numeric_limits<SimTime>::max();
+    for (const std::int32_t slot : loads_in_flight_) done = std::min(done, cpu_seq_[static_cast<std::size_t>(slot)].load_done);
+    stepping_ = true;
+    step_start_ = now;
+    return std::max<SimTime>(1, done - now);
+  }
   if (deployment_->lora) load_adapters();
   for (const ScheduledItem& it : plan_.items) {
     Sequence& s = seq(it.slot);
@@ -532,6 +655,17 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   stepping_ = false;
   last_step_end_ = now;
   bool any_finished = false;
+  if (!loads_in_flight_.empty()) {
+    // The worker reports the loads finished by the end of this step (get_finished after the
+    // forward); the scheduler sees them from the next schedule it forms after this output.
+    std::size_t kept = 0;
+    for (const std::int32_t slot : loads_in_flight_) {
+      CpuSeq& c = cpu_seq_[static_cast<std::size_t>(slot)];
+      if (c.load_done <= now) c.ready_at = now;
+      else loads_in_flight_[kept++] = slot;
+    }
+    loads_in_flight_.resize(kept);
+  }
   // The client receives this step's tokens after the return path, which walks every sequence
   // that emitted one (docs/cost-model.md#request-path): every cohort member decoded in bulk, and
   // the explicit items that emit.
@@ -639,7 +773,7 @@ void Replica::set_implicit_decode(bool on) {
   // Speculative decodes emit a drawn number of tokens, LoRA steps may load adapters and sliding
   // windows free blocks as sequences advance: their steps are only run one sequence at a time.
   on = on && policy_->decodes_then_admits() && spec_k_ == 0 && !deployment_->lora &&
-       !layout_.hybrid();
+       !layout_.hybrid() && !cpu_;
   if (!on) materialize_cohort();
   implicit_ = on;
   if (on && boundaries_.size() != static_cast<std::size_t>(block_size_)) {
@@ -802,6 +936,11 @@ SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs
 }
 
 void Replica::close_stats(SimTime end) {
+  if (cpu_) {
+    stats_.cpu_stored_blocks = cpu_->stored_blocks();
+    stats_.cpu_evictions = cpu_->evictions();
+    stats_.cpu_refused_blocks = cpu_->refused_blocks();
+  }
   if (end >= stats_.timeline_next) sample_timeline(end);
   stats_.running.add(end, static_cast<double>(running_.size()));
   stats_.waiting.add(end, static_cast<double>(waiting_.size()));

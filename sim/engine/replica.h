@@ -18,6 +18,7 @@
 #include "sim/core/weighted_samples.h"
 #include "sim/cost/batch_shape.h"
 #include "sim/cost/step_cost.h"
+#include "sim/engine/cpu_kv_tier.h"
 #include "sim/engine/kv_block_manager.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
@@ -162,6 +163,13 @@ struct ReplicaStats {
   std::int64_t spec_verifies = 0, spec_drafts = 0, spec_accepted = 0;
   // Multi-LoRA: adapters copied to a GPU slot; of them, not in the host cache (max_cpu_loras).
   std::int64_t lora_loads = 0, lora_host_misses = 0;
+  // CPU KV tier (--kv-offloading-size): prompt tokens found there at first admission (beyond
+  // the GPU prefix hits), loads started and the blocks they moved, and the time requests spent
+  // waiting for their load (from the step that started it to the step that admits them).
+  std::int64_t cpu_hit_tokens = 0, cpu_loads = 0, cpu_loaded_blocks = 0;
+  double cpu_load_wait_s = 0;
+  // The tier's own counts, copied at close_stats: blocks stored, evicted, refused (no room).
+  std::int64_t cpu_stored_blocks = 0, cpu_evictions = 0, cpu_refused_blocks = 0;
   double busy_seconds = 0, compute_s = 0, memory_s = 0, communication_s = 0, overhead_s = 0;
   double flops = 0, bytes = 0;  // per GPU
   // Sampled state over time, for plots: at most one sample per `timeline_interval` (1 simulated
@@ -173,12 +181,18 @@ struct ReplicaStats {
   SimTime timeline_next = 0;
 };
 
+// The CPU tier of a replica (--kv-offloading-size; engine/cpu_kv_tier.h). blocks 0 = none.
+struct CpuTierConfig {
+  std::int64_t blocks = 0;
+  double load_seconds_per_block = 0;  // one block's bytes on one GPU over its host-to-device link
+};
+
 class Replica {
  public:
   // `layout` says how tokens map to blocks (memory_plan.h); the default is full attention.
   Replica(std::uint32_t index, const Deployment& d, std::shared_ptr<const StepCost> cost,
           std::int64_t kv_blocks, std::unique_ptr<SchedulerPolicy> policy,
-          KvLayout layout = KvLayout{});
+          KvLayout layout = KvLayout{}, CpuTierConfig cpu = CpuTierConfig{});
 
   std::uint32_t index() const { return index_; }
   const Deployment& deployment() const { return *deployment_; }
@@ -279,6 +293,36 @@ class Replica {
   // running sequence's adapter, so that no later step can exceed the GPU slots either.
   bool lora_admissible(const Sequence& s) const;
 
+  // ---- CPU KV tier (--kv-offloading-size), as vLLM's OffloadingConnector runs it ----
+  // Full blocks are stored as they are computed (register_full_blocks); a waiting request that
+  // computed nothing looks its blocks beyond the GPU hits up in the tier (cpu_lookup); a hit is
+  // loaded asynchronously while the request waits (WAITING_FOR_REMOTE_KVS: it keeps its queue
+  // place, others may be admitted behind it) and is admitted (admit_loaded) by the first
+  // schedule after the step in which the load finished (vllm/v1/core/sched/scheduler.py
+  // _update_waiting_for_remote_kv; the worker reports finished loads after each step).
+  bool offloading() const { return cpu_ != nullptr; }
+  const CpuKvTier* cpu_tier() const { return cpu_.get(); }
+  // Ready CPU blocks following the `gpu_hits` GPU-hit blocks, over the sequence's full blocks
+  // (floor(tokens / B): unlike the GPU lookup the last full block counts). 0 when less than a
+  // block would load. Touches the sequence's blocks in the tier (the connector's lookup does).
+  std::int64_t cpu_lookup(Sequence& s, std::int64_t gpu_hits);
+  // Takes the GPU hits and fresh blocks for `cpu_blocks` and starts their load at this step;
+  // false (nothing changes) when the blocks are not free.
+  bool start_cpu_load(std::int32_t slot, std::int64_t gpu_hits, std::int64_t cpu_blocks);
+  bool cpu_loading(std::int32_t slot) const {
+    return cpu_ && cpu_seq_[static_cast<std::size_t>(slot)].loading > 0;
+  }
+  // The load finished in a step whose end this schedule can see.
+  bool cpu_loaded(std::int32_t slot) const {
+    const SimTime at = cpu_seq_[static_cast<std::size_t>(slot)].ready_at;
+    return at >= 0 && at <= visible_until_;
+  }
+  // Tokens of a loaded sequence whose KV is ready: its blocks' tokens, less the last token when
+  // they are all of them (vLLM always computes at least one).
+  std::int64_t loaded_tokens(std::int32_t slot) const;
+  // Admits a loaded sequence with `chunk` tokens to compute; false when its blocks do not fit.
+  bool admit_loaded(std::int32_t slot, std::int64_t chunk);
+
  private:
   void sample_timeline(SimTime now);
   // begin_step's bookkeeping once the plan is formed: state statistics at `now`, then (for a
@@ -341,6 +385,10 @@ class Replica {
   // Publishes s's stream blocks [from, to) whose index no live block holds (as the hash table's
   // insert keeps the first block of a hash).
   void publish_stream(Sequence& s, std::int64_t from, std::int64_t to);
+  // CPU tier: stores s's blocks below `full` not stored yet; completes its stores (finish,
+  // preemption or abort: its blocks become ready in the tier).
+  void cpu_store(Sequence& s, std::int64_t full);
+  void cpu_release(Sequence& s);
 
   std::uint32_t index_;
   const Deployment* deployment_;
@@ -371,6 +419,19 @@ class Replica {
   std::vector<StreamBlocks> streams_;
   std::vector<std::int32_t> free_streams_;
   std::size_t streams_swept_ = 0;  // entries in use after the last sweep_streams()
+  // ---- CPU KV tier (null without offloading) ----
+  std::unique_ptr<CpuKvTier> cpu_;
+  double cpu_load_block_s_ = 0;
+  SimTime h2d_free_ = 0;     // loads run one after another (the handler orders them)
+  SimTime sched_now_ = 0;    // start of the step being scheduled (when its loads start)
+  struct CpuSeq {
+    std::vector<std::int32_t> pending;  // tier slots of stores in flight
+    std::int64_t stored = 0;            // leading full blocks handed to the tier
+    std::int64_t loading = 0;           // blocks being loaded (> 0: WAITING_FOR_REMOTE_KVS)
+    SimTime load_start = -1, load_done = -1, ready_at = -1;
+  };
+  std::vector<CpuSeq> cpu_seq_;          // by slot
+  std::vector<std::int32_t> loads_in_flight_;
   // ---- Implicit decode ----
   bool implicit_ = false;
   std::int64_t cohort_d_ = 0;       // D: cohort decode steps so far

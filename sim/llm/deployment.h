@@ -25,6 +25,10 @@ struct SchedulerLimits {
   // rejected. 0 = not set: capsim then serves up to the model's max_position_embeddings capped
   // by the KV cache (vLLM would refuse to start where the cache is smaller; users then set it).
   long long max_model_len = 0;
+  // vLLM's --kv-offloading-size (GiB of host memory for all ranks together, backend "native":
+  // the OffloadingConnector's CPU tier of KV blocks; vllm/config/vllm.py
+  // _post_init_kv_transfer_config). 0 = off, vLLM's default. engine/cpu_kv_tier.h.
+  double kv_offloading_size = 0;
 };
 
 // vLLM's defaults for the OpenAI server (`vllm serve`): on a GPU with >= 70 GiB whose name is

@@ -65,7 +65,10 @@ KvLayout kv_layout(const Deployment& d, bool hybrid) {
   // reading, checked on the even case only). With more full layers than sliding ones a
   // full-attention token would need several blocks, which the block manager does not model:
   // such configs count as full attention (docs/cost-model.md#limits).
-  if (!hybrid || !m.has_sliding_window() || full > sliding) return l;
+  // A KV connector turns the hybrid manager off unless asked otherwise (vllm/config/vllm.py
+  // VllmConfig.__post_init__, v0.15: "Turning off hybrid kv cache manager because
+  // `--kv-transfer-config` is set"), and --kv-offloading-size sets one (the OffloadingConnector).
+  if (!hybrid || !m.has_sliding_window() || full > sliding || d.limits.kv_offloading_size > 0) return l;
   l.layers_per_group = full > 0 ? full : sliding;
   l.full_groups = full > 0 ? 1 : 0;
   l.sliding_groups = cdiv(sliding, l.layers_per_group);
@@ -151,6 +154,12 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   }
   p.kv_block_bytes = block_bytes;
   p.kv_blocks = p.kv_cache > 0 ? static_cast<long long>(std::floor(p.kv_cache / block_bytes)) : 0;
+  if (d.limits.kv_offloading_size > 0) {
+    // vLLM's CPUOffloadingSpec: cpu_bytes_to_use (--kv-offloading-size GiB x 2^30) over the bytes
+    // of one block on every rank: page_size_bytes x len(kv_cache_tensors) x world_size (TP x PP).
+    p.cpu_kv_blocks = static_cast<long long>(std::floor(
+        d.limits.kv_offloading_size * 1073741824.0 / (block_bytes * d.tp * d.pp)));
+  }
   p.kv_tokens = p.kv_blocks / (l.full_groups + l.sliding_groups) * l.block_size;
   p.kv_longest_sequence = l.longest_sequence(p.kv_blocks);
   // Concurrency counts sequences as they decode; the "holds one" checks use the prefill peak.

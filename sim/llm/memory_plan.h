@@ -63,6 +63,9 @@ struct MemoryPlan {
   double kv_block_bytes = 0;  // one pool block: block_size x layers_per_group x bytes per layer
   KvLayout layout;
   long long kv_blocks = 0;  // per GPU = per replica (every rank holds the same blocks)
+  // --kv-offloading-size: blocks of the CPU tier (engine/cpu_kv_tier.h), each kv_block_bytes per
+  // rank; 0 without offloading.
+  long long cpu_kv_blocks = 0;
   // Token capacity as vLLM logs it ("GPU KV cache size"): kv_blocks / layer groups x
   // block_size; kv_blocks x block_size for full attention.
   long long kv_tokens = 0;

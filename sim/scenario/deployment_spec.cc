@@ -143,6 +143,20 @@ Deployment DeploymentSpec::resolve() const {
   if (gpu_memory_utilization) d.limits.gpu_memory_utilization = *gpu_memory_utilization;
   if (max_model_len) d.limits.max_model_len = *max_model_len;
   if (async_scheduling) d.engine.async_scheduling = *async_scheduling;
+  if (kv_offloading_backend && *kv_offloading_backend != "native") {
+    throw Error("--kv-offloading-backend: '" + *kv_offloading_backend +
+                "' is not modelled; accepted: native (vLLM's OffloadingConnector CPU tier)");
+  }
+  if (kv_offloading_backend && !kv_offloading_size) {
+    throw Error("--kv-offloading-backend: needs --kv-offloading-size (vLLM offloads only when the size is set)");
+  }
+  if (kv_offloading_size) {
+    if (!(*kv_offloading_size > 0) || *kv_offloading_size > 1'000'000) {
+      throw Error("--kv-offloading-size: " + std::to_string(*kv_offloading_size) +
+                  " GiB is outside the accepted range (0, 1000000] GiB");
+    }
+    d.limits.kv_offloading_size = *kv_offloading_size;
+  }
   if (speculative_config) {
     d.speculative = parse_speculative(*speculative_config, spec_acceptance, spec_acceptance_decay);
   } else if (spec_acceptance || spec_acceptance_decay) {

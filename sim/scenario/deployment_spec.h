@@ -27,6 +27,10 @@ struct DeploymentSpec {
   std::optional<long long> max_model_len;  // vLLM's --max-model-len; unset: see SchedulerLimits
   // vLLM's --async-scheduling (on by default from v0.14); unset = the engine profile's.
   std::optional<bool> async_scheduling;
+  // vLLM's --kv-offloading-size (GiB, all ranks together) and --kv-offloading-backend (only
+  // "native", the OffloadingConnector's CPU tier, is modelled); unset = no CPU tier.
+  std::optional<double> kv_offloading_size;
+  std::optional<std::string> kv_offloading_backend;
   // vLLM's --speculative-config: a JSON object {"method": ..., "num_speculative_tokens": k,
   // "model": draft} (llm/speculative.h). The acceptance is capsim's own input: one alpha or one
   // per position ("0.8" or "0.9,0.8,0.7"), with an optional decay per position; unset = the

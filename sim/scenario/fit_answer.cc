@@ -58,6 +58,11 @@ nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
   }
   // Only for a checkpoint run as shipped (gpt-oss: the routed experts in mxfp4).
   if (d.expert_weights) j["expert_weights"] = precision_name(*d.expert_weights);
+  // Only with --kv-offloading-size: the CPU tier's blocks (vLLM's CPUOffloadingSpec).
+  if (p.cpu_kv_blocks > 0) {
+    j["kv_offloading_size_gib"] = d.limits.kv_offloading_size;
+    j["cpu_kv_blocks"] = p.cpu_kv_blocks;
+  }
   return j;
 }
 

@@ -123,6 +123,10 @@ std::vector<LaunchFlag> vllm_serve_flags(const LaunchTarget& t, std::vector<std:
     notes.push_back("scheduler static: vLLM has no static batching; the line runs continuous batching");
   }
   f.push_back({d.engine.async_scheduling ? "--async-scheduling" : "--no-async-scheduling", ""});
+  if (lim.kv_offloading_size > 0) {  // the CPU tier simulated (vLLM's OffloadingConnector)
+    f.push_back({"--kv-offloading-size", number(lim.kv_offloading_size)});
+    f.push_back({"--kv-offloading-backend", "native"});
+  }
 
   // Disaggregated pools: vLLM's NixlConnector on both sides (kv_both, as in vLLM's
   // docs/features/nixl_connector_usage.md); a proxy (vLLM's disagg proxy, llm-d, Dynamo) sends

@@ -278,7 +278,8 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     const std::string w = p + "engine";
     check_keys(e, w, {"max_num_seqs", "max_num_batched_tokens", "block_size",
                       "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy",
-                      "max_model_len", "async_scheduling"});
+                      "max_model_len", "async_scheduling", "kv_offloading_size",
+                      "kv_offloading_backend"});
     if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
     if (e["max_num_batched_tokens"]) {
       s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
@@ -301,6 +302,15 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       }
     }
     if (e["policy"]) s.policy = scalar(e["policy"], w + ".policy");
+    if (e["kv_offloading_size"]) {
+      const double gib = parse_number(scalar(e["kv_offloading_size"], w + ".kv_offloading_size"),
+                                      w + ".kv_offloading_size");
+      if (!(gib > 0) || gib > 1e6) throw Error(w + ".kv_offloading_size: must be in (0, 1000000] GiB");
+      s.deployment.kv_offloading_size = gib;
+    }
+    if (e["kv_offloading_backend"]) {
+      s.deployment.kv_offloading_backend = scalar(e["kv_offloading_backend"], w + ".kv_offloading_backend");
+    }
     if (e["async_scheduling"]) {
       const std::string v = scalar(e["async_scheduling"], w + ".async_scheduling");
       if (v != "true" && v != "false") throw Error(w + ".async_scheduling: '" + v + "'; accepted: true, false");

@@ -35,6 +35,12 @@ struct Totals {
 // Speculative decoding's and LoRA's counters, summed over replicas.
 struct Features {
   std::int64_t spec_verifies = 0, spec_drafts = 0, spec_accepted = 0, lora_loads = 0, lora_host_misses = 0;
+  // CPU KV tier (--kv-offloading-size), over the replicas.
+  std::int64_t cpu_blocks = 0, cpu_hit_tokens = 0, lookup_tokens = 0, cpu_loads = 0, cpu_loaded_blocks = 0,
+               cpu_stored_blocks = 0, cpu_evictions = 0, cpu_refused_blocks = 0;
+  double cpu_load_wait_s = 0;
+  double cpu_hit_rate() const { return lookup_tokens ? static_cast<double>(cpu_hit_tokens) / static_cast<double>(lookup_tokens) : 0; }
+  double cpu_mean_wait_s() const { return cpu_loads ? cpu_load_wait_s / static_cast<double>(cpu_loads) : 0; }
 };
 Features features(const BuiltScenario&, const SimulationResult& r) {
   Features f;
@@ -44,6 +50,15 @@ Features features(const BuiltScenario&, const SimulationResult& r) {
     f.spec_accepted += rs.stats.spec_accepted;
     f.lora_loads += rs.stats.lora_loads;
     f.lora_host_misses += rs.stats.lora_host_misses;
+    f.cpu_blocks += rs.memory.cpu_kv_blocks;
+    f.cpu_hit_tokens += rs.stats.cpu_hit_tokens;
+    f.lookup_tokens += rs.stats.prefix_lookup_tokens;
+    f.cpu_loads += rs.stats.cpu_loads;
+    f.cpu_loaded_blocks += rs.stats.cpu_loaded_blocks;
+    f.cpu_stored_blocks += rs.stats.cpu_stored_blocks;
+    f.cpu_evictions += rs.stats.cpu_evictions;
+    f.cpu_refused_blocks += rs.stats.cpu_refused_blocks;
+    f.cpu_load_wait_s += rs.stats.cpu_load_wait_s;
   }
   return f;
 }
@@ -234,6 +249,20 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                            {"slot_bytes_per_gpu", r.replicas.front().memory.lora_slots},
                            {"loads", f.lora_loads}, {"host_cache_misses", f.lora_host_misses}};
   }
+  if (const double gib = b.config.groups.front().deployment.limits.kv_offloading_size; gib > 0) {
+    // The CPU tier's hits are beyond the GPU prefix cache's (prefix_cache_hit_rate): vLLM counts
+    // them apart too (its connector prefix-cache stats).
+    j["capsim"]["cpu_kv_offload"] = {{"kv_offloading_size_gib", gib},
+                                     {"cpu_blocks", f.cpu_blocks},
+                                     {"hit_rate", f.cpu_hit_rate()},
+                                     {"hit_tokens", f.cpu_hit_tokens},
+                                     {"loads", f.cpu_loads},
+                                     {"loaded_blocks", f.cpu_loaded_blocks},
+                                     {"mean_load_wait_ms", f.cpu_mean_wait_s() * 1e3},
+                                     {"stored_blocks", f.cpu_stored_blocks},
+                                     {"evicted_blocks", f.cpu_evictions},
+                                     {"refused_blocks", f.cpu_refused_blocks}};
+  }
   if (b.config.decode_pool && r.pd) {
     const ReplicaGroup& g = b.config.decode_pool->groups.front();
     const Deployment& dd = g.deployment;
@@ -341,6 +370,13 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
        << f.spec_verifies << " verify steps, " << fmt("%.2f", f.spec_verifies ? 1.0 + static_cast<double>(f.spec_accepted) / static_cast<double>(f.spec_verifies) : 0.0)
        << " tokens each (expected " << fmt("%.2f", sc->expected_tokens()) << "); proposer "
        << units::format_bytes_gib(r.replicas.front().memory.proposer_weights) << "/GPU\n";
+  }
+  if (d.limits.kv_offloading_size > 0) {
+    os << "  CPU KV tier (--kv-offloading-size " << fmt("%g", d.limits.kv_offloading_size) << " GiB, "
+       << f.cpu_blocks << " blocks): hit rate " << fmt("%.1f%%", 100 * f.cpu_hit_rate())
+       << " beyond the GPU's; " << f.cpu_loads << " loads (" << f.cpu_loaded_blocks << " blocks), mean wait "
+       << units::format_time(f.cpu_mean_wait_s()) << "; " << f.cpu_stored_blocks << " blocks stored, "
+       << f.cpu_evictions << " evicted, " << f.cpu_refused_blocks << " refused\n";
   }
   if (const auto& lc = d.lora) {
     os << "  LoRA: " << b.config.adapters.count << " adapters of rank " << lc->adapter_rank() << " ("

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 #include "tests/support/temp_dir.h"
 
@@ -477,3 +478,56 @@ TEST_CASE("simulate cli: --replications on a trace replay says the seeds changed
   const Run random = simulate(std::string(kSmall) + " --replications 2 --json -");
   CHECK(nlohmann::json::parse(random.out).at("capsim").at("over_seeds").at("identical_runs") == false);
 }
+
+namespace {
+
+TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports it; bad values exit 2",
+          "[cli][simulate][offload]") {
+  // Llama-3.1-8B on one H100: a block is 16 x 32 layers x 8 KV heads x 128 x 2 x 2 B = 2 MiB,
+  // so 8 GiB hold 4096 blocks (docs/cost-model.md#cpu-kv-offloading).
+  const std::string base = std::string(kSmall) + " --seed 4 --prefix-groups 2 --prompts-per-group 3 --system-prompt-tokens 200";
+  const Run on = simulate(base + " --kv-offloading-size 8");
+  REQUIRE(on.status == 0);
+  CHECK(has(on.out, "CPU KV tier (--kv-offloading-size 8 GiB, 4096 blocks): hit rate "));
+  const Run json = simulate(base + " --kv-offloading-size 8 --json -");
+  REQUIRE(json.status == 0);
+  CHECK(has(json.out, "\"cpu_kv_offload\""));
+  CHECK(has(json.out, "\"cpu_blocks\": 4096"));
+  CHECK(has(json.out, "\"kv_offloading_size_gib\": 8.0"));
+  const Run off = simulate(base + " --json -");
+  REQUIRE(off.status == 0);
+  CHECK_FALSE(has(off.out, "cpu_kv_offload"));
+  CHECK_FALSE(has(simulate(base).out, "CPU KV tier"));
+
+  // Bad input: exit 2 with a message naming the flag.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --kv-offloading-size 8 --kv-offloading-backend lmcache",
+       "--kv-offloading-backend: 'lmcache' is not modelled; accepted: native"},
+      {" --kv-offloading-backend native", "needs --kv-offloading-size"},
+      {" --kv-offloading-size 0", "--kv-offloading-size"},
+      {" --kv-offloading-size 8 --scheduler static",
+       "--kv-offloading-size: the CPU tier is modelled with the vllm-v1 scheduler"},
+      {" --kv-offloading-size 8 --prefix-caching false", "modelled with prefix caching on"}};
+  for (const auto& [flags, message] : bad) {
+    const Run r = simulate(base + flags);
+    CHECK(r.status == 2);
+    CHECK(has(r.err, message));
+  }
+
+  // The scenario file's engine section: 4 GiB / 2 MiB = 2048 blocks.
+  ScratchDir tmp;
+  const std::string yaml = tmp.file("s.yaml");
+  std::ofstream(yaml) << "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 1}\n"
+                         "engine: {kv_offloading_size: 4, kv_offloading_backend: native}\n"
+                         "workload: {rate: 10, requests: 200, input_tokens: 300, output_tokens: 50}\n";
+  const Run file = simulate("'" + yaml + "' -q");
+  REQUIRE(file.status == 0);
+  CHECK(has(file.out, "CPU KV tier (--kv-offloading-size 4 GiB, 2048 blocks)"));
+  std::ofstream(yaml) << "model: llama-3.1-8b\nengine: {kv_offloading_size: 0}\n"
+                         "workload: {rate: 10, requests: 20}\n";
+  const Run negative = simulate("'" + yaml + "' -q");
+  CHECK(negative.status == 2);
+  CHECK(has(negative.err, "engine.kv_offloading_size: must be in (0, 1000000] GiB"));
+}
+
+}  // namespace

@@ -200,13 +200,14 @@ class ReplicaHarness {
  public:
   ReplicaHarness(SchedulerLimits lim, std::int64_t kv_blocks, const std::string& policy = "vllm-v1",
                  double fixed_s = 0.010, double per_token_s = 0.0,
-                 std::optional<EngineProfile> engine = std::nullopt, KvLayout layout = KvLayout{})
+                 std::optional<EngineProfile> engine = std::nullopt, KvLayout layout = KvLayout{},
+                 CpuTierConfig cpu = CpuTierConfig{})
       : deployment_(deployment()),
         cost_(std::make_shared<FakeStepCost>(fixed_s, per_token_s)) {
     deployment_.limits = lim;
     if (engine) deployment_.engine = *engine;
     replica_ = std::make_unique<Replica>(0, deployment_, cost_, kv_blocks, make_policy(policy),
-                                         layout);
+                                         layout, cpu);
   }
 
   // Queues a request; it reaches the replica when the clock reaches its arrival time.
