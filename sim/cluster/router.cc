@@ -45,9 +45,7 @@ bool may_hold_more(const Replica& x, const Request& r, std::int64_t best_hit) {
   if (!x.kv().prefix_caching()) return false;  // it would count 0
   const std::int64_t block = x.limits().block_size;
   if (best_hit >= (r.prompt_tokens - 1) / block) return false;  // at most that many looked up
-  // The hashes at hand are another block size's, or too few: ask it.
-  if (r.hashed_block_size != block || best_hit >= static_cast<std::int64_t>(r.block_hashes.size())) return true;
-  return x.kv().lookup(r.block_hashes.data() + best_hit, 1) == 1;
+  return x.may_cache_block(r, best_hit);
 }
 
 // The replica holding the longest cached prefix of the prompt, unless it is much busier than

@@ -343,6 +343,10 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       check_run_limit(RunLimit::kRequests, static_cast<double>(arrived_), "the workload");
     }
     workload_.on_arrival(r, *this);
+    // A client that gives up (a timeout, a live client's abort) ends its request for the
+    // workload while a step may still hold it, so the stream's next request could be sent
+    // before this one's blocks are published (Request::stream): its blocks are hashed instead.
+    if (live_ || cfg_.request_timeout) r.stream = 0;
     if (hash_sessions_) (void)session_hashes_.seed(r);
     const std::uint32_t target = router_->route(r, pools_[0]);
     // Disaggregated: the prefill computes the prompt and one token; the decode pool must hold

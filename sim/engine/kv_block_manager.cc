@@ -85,7 +85,12 @@ void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
   if (n > free_count_) return false;
   if (n <= 0) return true;
-  // The n blocks at the head of the free queue, in queue order, detached in one piece.
+  // The n blocks at the head of the free queue, in queue order, detached in one piece (their
+  // links are left as they are: they mean nothing outside the queue). A decode's one block is
+  // appended; more are written in place.
+  const std::size_t first = table.size();
+  if (n == 1) table.push_back(-1); else table.resize(first + static_cast<std::size_t>(n));
+  std::int32_t* out = table.data() + first;
   std::int32_t b = head_;
   for (std::int64_t i = 0; i < n; ++i) {
     CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0, "KV: allocating a block in use");
@@ -98,10 +103,8 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
       ++evictions_;
     }
     ref_[b] = 1;
-    table.push_back(b);
-    const std::int32_t next = next_[b];
-    prev_[b] = next_[b] = -1;
-    b = next;
+    out[i] = b;
+    b = next_[b];
   }
   head_ = b;
   if (b >= 0) prev_[b] = -1; else tail_ = -1;
@@ -115,20 +118,22 @@ void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
 }
 
 void KvBlockManager::release(std::vector<std::int32_t>& table) {
-  release_tagging(table, 0, 0);
+  release_tagging(table, 0, 0, 0);
 }
 
 void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner,
-                                     std::int64_t tagged) {
+                                     std::int64_t from, std::int64_t to) {
   // Cached or not, a freed block joins the tail: the head is evicted first. The freed blocks are
   // linked in a local chain and appended to the queue at the end (the same order as pushing each).
+  for (std::int64_t i = from; i < to; ++i) {
+    (void)publish_unique(table[static_cast<std::size_t>(i)], unique_tag(owner, i));
+  }
   std::int32_t first = -1, last = -1;
   std::int64_t freed = 0;
   for (std::int64_t i = static_cast<std::int64_t>(table.size()) - 1; i >= 0; --i) {
     const std::int32_t b = table[static_cast<std::size_t>(i)];
     assert(ref_[b] > 0);
     CAPSIM_INVARIANT(ref_[b] > 0, "KV: releasing a block nobody holds");
-    if (i < tagged) publish_unique(b, unique_tag(owner, i));
     if (--ref_[b] != 0) continue;
     prev_[b] = last;
     if (last >= 0) next_[last] = b; else first = b;

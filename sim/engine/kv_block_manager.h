@@ -40,9 +40,11 @@ class KvBlockManager {
   // Drops one reference from each block of `table` (in reverse, so a sequence's tail is evicted
   // before its head) and clears it.
   void release(std::vector<std::int32_t>& table);
-  // release() that first publishes table[i] under unique_tag(owner, i) for i < tagged (a
-  // unique-content sequence's blocks, published when released: Replica::release_all).
-  void release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner, std::int64_t tagged);
+  // release() that first publishes table[i] under unique_tag(owner, i) for from <= i < to (a
+  // unique-content sequence's blocks, or a stream's, published when released:
+  // Replica::release_all).
+  void release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner, std::int64_t from,
+                       std::int64_t to);
 
   std::int64_t evictions() const { return evictions_; }
 
@@ -64,10 +66,12 @@ class KvBlockManager {
   }
   // register_block for a unique-content block: publishes `block` under `tag` unless it is
   // already published (the caller checks that no other block holds `tag`, as the hash table's
-  // insert would). No-op without prefix caching.
-  void publish_unique(std::int32_t block, std::uint64_t tag) {
+  // insert would). No-op without prefix caching. Returns whether `block` now holds `tag`.
+  bool publish_unique(std::int32_t block, std::uint64_t tag) {
     const auto b = static_cast<std::size_t>(block);
-    if (prefix_caching_ && hash_[b] == 0 && tag_[b] == 0) tag_[b] = tag;
+    if (!prefix_caching_ || hash_[b] != 0 || tag_[b] != 0) return tag_[b] == tag;
+    tag_[b] = tag;
+    return true;
   }
   // lookup() for a unique-content sequence: how many leading entries of `blocks` (the blocks it
   // published, by index; -1 = none) still hold their tag, at most n.

@@ -64,12 +64,28 @@ std::int64_t Replica::sliding_need(const Sequence& s, std::int64_t first, std::i
 
 void Replica::release_all(Sequence& s, bool preempted) {
   if (cpu_) cpu_release(s);
-  if (tags_on_release(s) && s.registered > 0) {
+  if (s.stream_slot >= 0) {
+    // Publish the blocks deferred until now (past every index the stream had published: nothing
+    // holds their tags, and they are fresh blocks, so each is published); a finished or aborted
+    // sequence leaves its stream.
+    StreamBlocks& st = streams_[static_cast<std::size_t>(s.stream_slot)];
+    const std::int64_t n = std::min<std::int64_t>(s.registered, static_cast<std::int64_t>(s.blocks.size()));
+    if (n > s.defer_from && static_cast<std::int64_t>(st.published.size()) <= s.defer_from) {
+      st.published.resize(static_cast<std::size_t>(s.defer_from), -1);
+      st.published.insert(st.published.end(), s.blocks.begin() + static_cast<std::ptrdiff_t>(s.defer_from),
+                          s.blocks.begin() + static_cast<std::ptrdiff_t>(n));
+      kv_.release_tagging(s.blocks, st.owner, s.defer_from, n);
+    } else {
+      publish_stream(s, s.defer_from, n);
+      kv_.release(s.blocks);
+    }
+    if (!preempted) --st.active;
+  } else if (tags_on_release(s) && s.registered > 0) {
     // Publish what this run published (nothing competes with it: Sequence::unique_owner); a
     // preempted sequence looks these blocks up when it is readmitted.
     const std::int64_t n = std::min<std::int64_t>(s.registered, static_cast<std::int64_t>(s.blocks.size()));
     if (preempted) s.unique_published.assign(s.blocks.begin(), s.blocks.begin() + static_cast<std::ptrdiff_t>(n));
-    kv_.release_tagging(s.blocks, s.unique_owner, n);
+    kv_.release_tagging(s.blocks, s.unique_owner, 0, n);
   } else {
     kv_.release(s.blocks);
   }
@@ -101,8 +117,13 @@ void Replica::add_request(Request r, SimTime now) {
   Sequence& s = seqs_[static_cast<std::size_t>(slot)];
   s.req = std::move(r);
   // With a CPU tier every block is hashed: the tier keys blocks by hash (unique content too
-  // takes its room there).
+  // takes its room there, and a stream's private blocks as well).
   if (kv_.prefix_caching() && s.req.segments.empty() && !cpu_) s.unique_owner = ++unique_owners_;
+  if (kv_.prefix_caching() && s.req.stream != 0 && !s.req.segments.empty() && !cpu_) {
+    s.stream_slot = open_stream(s.req.stream);
+    ++streams_[static_cast<std::size_t>(s.stream_slot)].active;
+    s.shared_blocks = std::max<std::int64_t>(0, s.req.private_from) / block_size_;
+  }
   if (cpu_) {
     if (cpu_seq_.size() <= static_cast<std::size_t>(slot)) cpu_seq_.resize(static_cast<std::size_t>(slot) + 1);
     CpuSeq& c = cpu_seq_[static_cast<std::size_t>(slot)];
@@ -145,6 +166,7 @@ std::int64_t Replica::cached_prefix_blocks(const Request& r) const {
   // Scratch reused across calls (the router asks for every arrival and every replica).
   thread_local std::vector<std::uint64_t> hashes;
   hashes.clear();
+  if (r.stream != 0) return stream_lookup(r, find_stream(r.stream), hashes, max_blocks);
   extend_block_hashes(r, block_size_, max_blocks, hashes);
   return kv_.lookup(hashes.data(), max_blocks);
 }
@@ -156,8 +178,102 @@ std::int64_t Replica::cached_prefix_blocks_keep(Request& r) const {
     r.block_hashes.clear();
     r.hashed_block_size = block_size_;
   }
+  if (r.stream != 0) return stream_lookup(r, find_stream(r.stream), r.block_hashes, max_blocks);
   extend_block_hashes(r, block_size_, max_blocks, r.block_hashes);
   return kv_.lookup(r.block_hashes.data(), max_blocks);
+}
+
+bool Replica::may_cache_block(const Request& r, std::int64_t i) const {
+  if (!kv_.prefix_caching()) return false;
+  if (r.hashed_block_size == block_size_ && i < static_cast<std::int64_t>(r.block_hashes.size())) {
+    return kv_.lookup(r.block_hashes.data() + i, 1) == 1;
+  }
+  if (r.stream != 0 && !r.segments.empty() && i >= std::max<std::int64_t>(0, r.private_from) / block_size_) {
+    const StreamBlocks* st = find_stream(r.stream);
+    return st != nullptr && stream_hits(*st, i, i + 1) == 1;
+  }
+  return true;
+}
+
+// ---- Stream blocks ----
+
+const Replica::StreamBlocks* Replica::find_stream(std::uint64_t stream) const {
+  const auto it = stream_index_.find(stream);
+  return it == stream_index_.end() ? nullptr : &streams_[static_cast<std::size_t>(it->second)];
+}
+
+std::int32_t Replica::open_stream(std::uint64_t stream) {
+  const auto it = stream_index_.find(stream);
+  if (it != stream_index_.end()) return it->second;
+  if (stream_index_.size() >= 1024 && stream_index_.size() >= 2 * streams_swept_) sweep_streams();
+  std::int32_t slot;
+  if (!free_streams_.empty()) {
+    slot = free_streams_.back();
+    free_streams_.pop_back();
+  } else {
+    slot = static_cast<std::int32_t>(streams_.size());
+    streams_.emplace_back();
+  }
+  StreamBlocks& st = streams_[static_cast<std::size_t>(slot)];
+  st.stream = stream;
+  st.owner = ++unique_owners_;  // a fresh name: no block holds a tag of it
+  st.published.clear();
+  st.active = 0;
+  stream_index_.emplace(stream, slot);
+  return slot;
+}
+
+// Forgets the streams with no sequence here and no block still holding one of their tags: as
+// far as the prefix cache can tell they never ran here (a later request of one opens it afresh,
+// under a new owner). Run when the table has doubled since the last sweep, so memory follows
+// the streams with cached blocks and the sweeps cost O(1) per stream opened.
+void Replica::sweep_streams() {
+  for (auto it = stream_index_.begin(); it != stream_index_.end();) {
+    StreamBlocks& st = streams_[static_cast<std::size_t>(it->second)];
+    bool live = st.active > 0;
+    for (std::size_t i = 0; !live && i < st.published.size(); ++i) {
+      live = kv_.holds(st.published[i], KvBlockManager::unique_tag(st.owner, static_cast<std::int64_t>(i)));
+    }
+    if (live) {
+      ++it;
+      continue;
+    }
+    st.published.clear();
+    st.published.shrink_to_fit();
+    free_streams_.push_back(it->second);
+    it = stream_index_.erase(it);
+  }
+  streams_swept_ = stream_index_.size();
+}
+
+std::int64_t Replica::stream_hits(const StreamBlocks& st, std::int64_t from, std::int64_t n) const {
+  const std::int64_t m = std::min<std::int64_t>(n, static_cast<std::int64_t>(st.published.size()));
+  std::int64_t i = from;
+  while (i < m && kv_.holds(st.published[static_cast<std::size_t>(i)], KvBlockManager::unique_tag(st.owner, i))) ++i;
+  return std::max<std::int64_t>(0, i - from);
+}
+
+std::int64_t Replica::stream_lookup(const Request& r, const StreamBlocks* st,
+                                    std::vector<std::uint64_t>& hashes, std::int64_t max_blocks) const {
+  const std::int64_t shared =
+      std::min(max_blocks, std::max<std::int64_t>(0, r.private_from) / block_size_);
+  extend_block_hashes(r, block_size_, shared, hashes);
+  const std::int64_t hits = kv_.lookup(hashes.data(), shared);
+  if (hits < shared || st == nullptr) return hits;
+  return hits + stream_hits(*st, shared, max_blocks);
+}
+
+void Replica::publish_stream(Sequence& s, std::int64_t from, std::int64_t to) {
+  if (from >= to) return;
+  StreamBlocks& st = streams_[static_cast<std::size_t>(s.stream_slot)];
+  std::vector<std::int32_t>& published = st.published;
+  if (static_cast<std::int64_t>(published.size()) < to) published.resize(static_cast<std::size_t>(to), -1);
+  for (std::int64_t b = from; b < to; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    const std::uint64_t tag = KvBlockManager::unique_tag(st.owner, b);
+    if (kv_.holds(published[i], tag)) continue;
+    if (kv_.publish_unique(s.blocks[i], tag)) published[i] = s.blocks[i];
+  }
 }
 
 bool Replica::grow(Sequence& s, std::int64_t total_tokens) {
@@ -193,6 +309,9 @@ std::int64_t Replica::lookup_hits(Sequence& s) {
   if (!kv_.prefix_caching() || s.computed != 0) return 0;
   const std::int64_t max_blocks = (s.tokens() - 1) / block_size_;
   if (s.unique_owner != 0) return kv_.lookup_unique(s.unique_published, s.unique_owner, max_blocks);
+  if (s.stream_slot >= 0) {
+    return stream_lookup(s.req, &streams_[static_cast<std::size_t>(s.stream_slot)], s.hashes, max_blocks);
+  }
   extend_hashes(s, max_blocks);
   return kv_.lookup(s.hashes.data(), max_blocks);
 }
@@ -209,9 +328,15 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   const std::int64_t cached = ready_tokens(s, hit_blocks);
   const std::int64_t total_blocks = (cached + chunk + block_size_ - 1) / block_size_;
   // Hit blocks sitting in the free queue stop being free once taken.
-  const std::int64_t reclaimed = s.unique_owner != 0
-                                     ? kv_.in_free_queue(s.unique_published.data(), hit_blocks)
-                                     : kv_.hits_in_free_queue(s.hashes.data(), hit_blocks);
+  // A stream's hits: its shared blocks by hash, then its published blocks.
+  const std::int64_t hashed_hits = s.stream_slot >= 0 ? std::min(hit_blocks, s.shared_blocks) : hit_blocks;
+  const std::int32_t* stream_hit =
+      s.stream_slot >= 0 ? streams_[static_cast<std::size_t>(s.stream_slot)].published.data() + hashed_hits : nullptr;
+  const std::int64_t reclaimed =
+      s.unique_owner != 0
+          ? kv_.in_free_queue(s.unique_published.data(), hit_blocks)
+          : kv_.hits_in_free_queue(s.hashes.data(), hashed_hits) +
+                (hit_blocks > hashed_hits ? kv_.in_free_queue(stream_hit, hit_blocks - hashed_hits) : 0);
   // Sliding groups: fresh blocks for the window before `cached` and the chunk (a prefix hit
   // spares their compute, but capsim does not share sliding blocks between sequences).
   std::int64_t first = 0, sw = 0;
@@ -223,9 +348,17 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   if (total_blocks - hit_blocks + sw > kv_.free_blocks() - reclaimed) return false;
   // The whole sequence's table at once (it grows to this unless preempted or finished early).
   s.blocks.reserve(static_cast<std::size_t>((s.req.prompt_tokens + s.req.output_tokens + block_size_ - 1) / block_size_));
-  if (s.unique_owner != 0) kv_.take_blocks(s.unique_published.data(), hit_blocks, s.blocks);
-  else kv_.take_hits(s.hashes.data(), hit_blocks, s.blocks);
+  if (s.unique_owner != 0) {
+    kv_.take_blocks(s.unique_published.data(), hit_blocks, s.blocks);
+  } else {
+    kv_.take_hits(s.hashes.data(), hashed_hits, s.blocks);
+    if (hit_blocks > hashed_hits) kv_.take_blocks(stream_hit, hit_blocks - hashed_hits, s.blocks);
+  }
   s.registered = hit_blocks;
+  if (s.stream_slot >= 0) {
+    s.defer_from = std::max(s.shared_blocks, static_cast<std::int64_t>(
+                                                 streams_[static_cast<std::size_t>(s.stream_slot)].published.size()));
+  }
   const bool ok = kv_.allocate(total_blocks - hit_blocks, s.blocks);
   assert(ok);
   (void)ok;
@@ -334,6 +467,19 @@ void Replica::register_full_blocks(Sequence& s, std::int64_t computed_after) {
         published[i] = s.blocks[i];
       }
     }
+    s.registered = full;
+    return;
+  }
+  if (s.stream_slot >= 0) {
+    // Shared blocks by hash; stream blocks before defer_from now, the rest when released.
+    const std::int64_t hashed = std::min(full, s.shared_blocks);
+    if (s.registered < hashed) {
+      extend_hashes(s, hashed);
+      for (std::int64_t b = s.registered; b < hashed; ++b) {
+        kv_.register_block(s.blocks[static_cast<std::size_t>(b)], s.hashes[static_cast<std::size_t>(b)]);
+      }
+    }
+    publish_stream(s, std::max(s.registered, s.shared_blocks), std::min(full, s.defer_from));
     s.registered = full;
     return;
   }
@@ -698,6 +844,7 @@ void Replica::join_cohort(std::int32_t slot, ReplicaObserver& obs) {
   const std::size_t ra = residue(s.cohort_base - s.computed, block_size_);
   const std::size_t rp = residue(s.cohort_base - s.computed - 1, block_size_);
   const bool publish = publishes_in_cohort(s);
+  s.cohort_publishes = publish;
   assert(boundaries_[ra].empty() || boundaries_[ra].back().admitted < s.admitted);
   if (ra == rp) {
     boundaries_[ra].push_back({s.admitted, slot, true, publish});
@@ -720,7 +867,7 @@ void Replica::leave_cohort(Sequence& s, ReplicaObserver& obs) {
     v.erase(std::find_if(v.begin(), v.end(), [slot](const Boundary& b) { return b.slot == slot; }));
   };
   drop(ra);
-  if (rp != ra && publishes_in_cohort(s)) drop(rp);
+  if (rp != ra && s.cohort_publishes) drop(rp);
   --boundary_allocs_[ra];
   --cohort_n_;
   if (obs.counts(s)) --cohort_counted_;

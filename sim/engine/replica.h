@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/invariant.h"
@@ -46,6 +47,18 @@ struct Sequence {
   // hash table would take it then.
   std::uint64_t unique_owner = 0;
   std::vector<std::int32_t> unique_published;
+  // Stream blocks (Request::stream, under prefix caching): `stream_slot` (>= 0) is the stream's
+  // entry in the replica's table of published stream blocks. Blocks [0, shared_blocks) are
+  // hashed as usual; block i >= shared_blocks is named unique_tag(the stream's owner, i).
+  // Blocks from `defer_from` on (past every index the stream published before this admission)
+  // are published when released: until then no request can look them up (only a later request
+  // of the stream could, and it is sent after this one finishes), and nothing else can publish
+  // them, so the table sees them as if published when filled.
+  std::int32_t stream_slot = -1;
+  std::int64_t shared_blocks = 0;
+  std::int64_t defer_from = 0;
+  // Implicit decode: whether this member's block boundaries include publishing (fixed at join).
+  bool cohort_publishes = false;
   SimTime engine_arrival = -1;  // reached the engine core (after the front end)
   SimTime first_scheduled = -1;
   SimTime first_token_engine = -1;  // end of the step that sampled the first token
@@ -240,6 +253,9 @@ class Replica {
   // block size), so asking every replica hashes a prompt once; add_request then hands them to
   // the sequence, whose admission would otherwise hash the prompt again.
   std::int64_t cached_prefix_blocks_keep(Request& r) const;
+  // False when block `i` of r's prompt is certainly not in this replica's prefix cache, known
+  // without hashing (r.block_hashes at this block size, or r's stream blocks); true otherwise.
+  bool may_cache_block(const Request& r, std::int64_t i) const;
   const ReplicaStats& stats() const { return stats_; }
   const KvBlockManager& kv() const { return kv_; }
   void close_stats(SimTime end);
@@ -328,11 +344,13 @@ class Replica {
   // Whether a member's block boundaries include publishing the block it fills. A member whose
   // blocks are tagged when released (tags_on_release) needs no visit: while in the cohort it
   // publishes every full block, so leaving it catches its count up (catch_up_registered).
+  // A stream member publishes at release every block it fills once it has passed defer_from.
   bool publishes_in_cohort(const Sequence& s) const {
+    if (s.stream_slot >= 0) return s.registered < s.defer_from;
     return kv_.prefix_caching() && !tags_on_release(s);
   }
   void catch_up_registered(Sequence& s) const {
-    if (kv_.prefix_caching() && tags_on_release(s)) s.registered = s.computed / block_size_;
+    if (kv_.prefix_caching() && !s.cohort_publishes) s.registered = s.computed / block_size_;
   }
   // Multi-LoRA: makes the plan's adapters resident in the GPU slots (LRU), counting the loads.
   void load_adapters();
@@ -347,6 +365,26 @@ class Replica {
     return s.unique_owner != 0 && s.unique_published.empty();
   }
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
+  // ---- Stream blocks (Request::stream) ----
+  // A stream's published blocks in this replica: published[i] is the block published at index
+  // i (-1: none), valid while it holds unique_tag(owner, i) (KvBlockManager::holds). `active`:
+  // the stream's sequences in this replica.
+  struct StreamBlocks {
+    std::uint64_t stream = 0, owner = 0;
+    std::vector<std::int32_t> published;
+    std::int64_t active = 0;
+  };
+  const StreamBlocks* find_stream(std::uint64_t stream) const;
+  std::int32_t open_stream(std::uint64_t stream);
+  void sweep_streams();
+  // Leading blocks [from, n) of `st` still published, counted from `from`.
+  std::int64_t stream_hits(const StreamBlocks& st, std::int64_t from, std::int64_t n) const;
+  // The prefix-cache lookup of a stream request (hashes: its leading shared hashes, extended).
+  std::int64_t stream_lookup(const Request& r, const StreamBlocks* st, std::vector<std::uint64_t>& hashes,
+                             std::int64_t max_blocks) const;
+  // Publishes s's stream blocks [from, to) whose index no live block holds (as the hash table's
+  // insert keeps the first block of a hash).
+  void publish_stream(Sequence& s, std::int64_t from, std::int64_t to);
   // CPU tier: stores s's blocks below `full` not stored yet; completes its stores (finish,
   // preemption or abort: its blocks become ready in the tier).
   void cpu_store(Sequence& s, std::int64_t full);
@@ -376,7 +414,11 @@ class Replica {
   SimTime visible_until_ = 0;
   ReplicaStats stats_;
   std::int64_t admissions_ = 0;  // Sequence::admitted counter
-  std::uint64_t unique_owners_ = 0;  // Sequence::unique_owner counter
+  std::uint64_t unique_owners_ = 0;  // Sequence::unique_owner and StreamBlocks::owner counter
+  std::unordered_map<std::uint64_t, std::int32_t> stream_index_;  // Request::stream -> streams_
+  std::vector<StreamBlocks> streams_;
+  std::vector<std::int32_t> free_streams_;
+  std::size_t streams_swept_ = 0;  // entries in use after the last sweep_streams()
   // ---- CPU KV tier (null without offloading) ----
   std::unique_ptr<CpuKvTier> cpu_;
   double cpu_load_block_s_ = 0;

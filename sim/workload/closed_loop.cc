@@ -20,6 +20,7 @@ struct UserState {
   std::int64_t turns_left = 0;
   std::uint32_t turn = 0;
   std::uint64_t group = 0;
+  std::uint64_t stream = 0;  // Request::stream of the session (0: none sent yet)
 };
 
 class ClosedLoop : public Workload {
@@ -76,6 +77,7 @@ class ClosedLoop : public Workload {
     s.history.clear();
     s.history_tokens = 0;
     s.turn = 0;
+    s.stream = 0;
     s.turns_left = static_cast<std::int64_t>(c_.turns.sample(rng_));
     if (c_.prefix.system_prompt_tokens > 0) {
       s.history.push_back({0x5000000000000000ULL + s.group, c_.prefix.system_prompt_tokens});
@@ -102,6 +104,11 @@ class ClosedLoop : public Workload {
     r.segments = s.history;
     r.segments.push_back({0x1000000000000000ULL + r.id * 2, question});
     r.segments.push_back({0x1000000000000000ULL + r.id * 2 + 1, answer});
+    // A session's turns are one stream: each repeats the last one's whole content after the
+    // group's system prompt (without history, each request is a stream of its own).
+    if (s.stream == 0 || !c_.history) s.stream = r.id + 1;
+    r.stream = s.stream;
+    r.private_from = c_.prefix.system_prompt_tokens;
     r.prompt_tokens = s.history_tokens + question;
     r.output_tokens = answer;
     sink.arrive(std::move(r));

@@ -26,6 +26,16 @@ struct Request {
   std::int64_t output_tokens = 0;
   // Covers the prompt and then the output, in order. Empty = content unique to this request.
   std::vector<ContentSegment> segments;
+  // Content private to a stream (a closed-loop chat session), a shortcut for prefix caching:
+  // with `stream` != 0, the tokens from `private_from` on are content no request of another
+  // stream has, every request of the stream has the same first `private_from` tokens, and a
+  // request of the stream is sent only after its earlier ones finished and starts with their
+  // whole content (prompt and output: a session's next turn repeats the history). Then block i's
+  // chained hash, for a block ending after private_from, is the same in every request of the
+  // stream and in no other, so the engine names it (stream, i) instead of hashing it
+  // (Replica: stream blocks). 0 = nothing declared: every block is hashed from `segments`.
+  std::uint64_t stream = 0;
+  std::int64_t private_from = 0;
   std::uint32_t user = kNoUser;  // closed-loop user that sent it
   std::uint32_t turn = 0;        // turn within the user's session (0 = first)
   // Multi-LoRA serving: the adapter the request names (0..N-1), -1 = the base model.
