@@ -330,8 +330,11 @@ bool Replica::admit(std::int32_t slot, std::int64_t hit_blocks, std::int64_t chu
   // Hit blocks sitting in the free queue stop being free once taken.
   // A stream's hits: its shared blocks by hash, then its published blocks.
   const std::int64_t hashed_hits = s.stream_slot >= 0 ? std::min(hit_blocks, s.shared_blocks) : hit_blocks;
+  // Formed only when the stream has hits past its shared blocks: its table is then at least
+  // hit_blocks long (an empty table's data() may be null, and null + offset is undefined).
   const std::int32_t* stream_hit =
-      s.stream_slot >= 0 ? streams_[static_cast<std::size_t>(s.stream_slot)].published.data() + hashed_hits : nullptr;
+      hit_blocks > hashed_hits ? streams_[static_cast<std::size_t>(s.stream_slot)].published.data() + hashed_hits
+                               : nullptr;
   const std::int64_t reclaimed =
       s.unique_owner != 0
           ? kv_.in_free_queue(s.unique_published.data(), hit_blocks)
