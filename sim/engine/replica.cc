@@ -785,20 +785,30 @@ void Replica::set_implicit_decode(bool on) {
   }
 }
 
-// The policy's running walk, done in bulk, is exact when every running sequence is a member
-// (each then decodes one token: the walk gives it min(1, budget)), all fit the budget (the walk
-// stops at none) and every block this step's boundaries need is free (no grow() fails, so
-// nothing is preempted: the walk grows and publishes in running order, as below).
+// The policy's running walk, done in bulk for the cohort, is exact when the members (a prefix of
+// running_, each decoding one token: the walk gives it min(1, budget)) all fit the budget (the
+// walk stops at none), and every block the step's walk needs is free: the boundaries' blocks and
+// those of the running sequences after the members, which the walk then gives min(pending,
+// budget left) tokens each in running order (no grow() fails, so nothing is preempted: the walk
+// grows and publishes in running order, as schedule_step does).
 bool Replica::cohort_step_possible() const {
-  if (cohort_n_ != static_cast<std::int64_t>(running_.size())) return false;
   if (cohort_n_ > limits().max_num_batched_tokens) return false;
-  if (cohort_n_ == 0) return true;
-  return boundary_allocs_[static_cast<std::size_t>(cohort_d_ % block_size_)] <= kv_.free_blocks();
+  std::int64_t need = boundary_allocs_[static_cast<std::size_t>(cohort_d_ % block_size_)];
+  std::int64_t budget = limits().max_num_batched_tokens - cohort_n_;
+  for (std::size_t i = static_cast<std::size_t>(cohort_n_); i < running_.size() && budget > 0; ++i) {
+    const Sequence& s = seq(running_[i]);
+    const std::int64_t tokens = std::min(s.pending(), budget);  // no lookahead: implicit decode has no speculation
+    need += std::max<std::int64_t>(0, (s.computed + tokens + block_size_ - 1) / block_size_ -
+                                          static_cast<std::int64_t>(s.blocks.size()));
+    budget -= tokens;
+  }
+  return need <= kv_.free_blocks();
 }
 
 void Replica::schedule_step() {
   cohort_planned_ = 0;
-  if (!implicit_) {
+  // Without members the policy's own walk is the same work (and handles preemption).
+  if (!implicit_ || cohort_n_ == 0) {
     policy_->schedule(*this, plan_);
     return;
   }
@@ -809,26 +819,36 @@ void Replica::schedule_step() {
   }
   std::int64_t budget = limits().max_num_batched_tokens;
   const std::int64_t n = cohort_n_;
-  if (n > 0) {
-    // Each member that had computed c tokens grows to c + 1 (a new block on a boundary) and
-    // publishes the block that token fills, in running order.
-    for (const Boundary& b : boundaries_[static_cast<std::size_t>(cohort_d_ % block_size_)]) {
-      Sequence& s = seq(b.slot);
-      const std::int64_t total = s.computed + (cohort_d_ - s.cohort_base) + 1;
-      if (b.allocate) {
-        const bool ok = grow(s, total);
-        assert(ok);
-        (void)ok;
-      }
-      if (b.publish) register_full_blocks(s, total);
+  // Each member that had computed c tokens grows to c + 1 (a new block on a boundary) and
+  // publishes the block that token fills, in running order.
+  for (const Boundary& b : boundaries_[static_cast<std::size_t>(cohort_d_ % block_size_)]) {
+    Sequence& s = seq(b.slot);
+    const std::int64_t total = s.computed + (cohort_d_ - s.cohort_base) + 1;
+    if (b.allocate) {
+      const bool ok = grow(s, total);
+      assert(ok);
+      (void)ok;
     }
-    // plan_item's add_decode for each: contexts c + 1 summed (integers, so the double sum is
-    // exact in any order).
-    plan_.shape.decode_sequences += n;
-    plan_.shape.decode_context_tokens += static_cast<double>(cohort_ctx_ + n * (cohort_d_ + 1));
-    plan_.shape.logit_sequences += n;
-    budget -= n;
-    cohort_planned_ = n;
+    if (b.publish) register_full_blocks(s, total);
+  }
+  // plan_item's add_decode for each: contexts c + 1 summed (integers, so the double sum is
+  // exact in any order).
+  plan_.shape.decode_sequences += n;
+  plan_.shape.decode_context_tokens += static_cast<double>(cohort_ctx_ + n * (cohort_d_ + 1));
+  plan_.shape.logit_sequences += n;
+  budget -= n;
+  cohort_planned_ = n;
+  // The running sequences after the members (a prefill chunk still under way, and those admitted
+  // after it), one by one as the policy's walk takes them; their blocks fit (checked above).
+  for (std::size_t i = static_cast<std::size_t>(n); i < running_.size() && budget > 0; ++i) {
+    const std::int32_t slot = running_[i];
+    Sequence& s = seq(slot);
+    const std::int64_t tokens = std::min(s.pending(), budget);
+    const bool ok = grow(s, s.computed + tokens);
+    assert(ok);
+    (void)ok;
+    plan_item(plan_, slot, tokens);
+    budget -= tokens;
   }
   policy_->schedule_waiting(*this, plan_, budget);
 }
@@ -900,26 +920,30 @@ void Replica::materialize_cohort() {
   cohort_n_ = cohort_counted_ = cohort_ctx_ = 0;
 }
 
-// After a step: the running sequences that are not members (this step's admissions, or all of
-// them after a step run one by one) join when every one of them can: it decodes next (one
+// After a step: the running sequences that are not members (this step's admissions, a prefill
+// finishing its last chunk, or all of them after a step run one by one) join, in running order up
+// to the first that cannot (members stay a prefix of running_): one can when it decodes next (one
 // pending token, not finished), received its latest token with the members, and holds exactly
 // the blocks (and published blocks) of its computed tokens, as a member does between steps.
 void Replica::try_join(ReplicaObserver& obs) {
   const auto first = static_cast<std::size_t>(cohort_n_);  // members are a prefix of running_
   if (first >= running_.size()) return;
   const SimTime last = cohort_n_ > 0 ? cohort_last_ : seq(running_[first]).last_token;
-  for (std::size_t i = first; i < running_.size(); ++i) {
-    const Sequence& s = seq(running_[i]);
+  // The longest run of joinable sequences right after the members joins (members stay a prefix).
+  std::size_t end = first;
+  for (; end < running_.size(); ++end) {
+    const Sequence& s = seq(running_[end]);
     assert(s.cohort_base < 0);
     if (s.generated < 1 || s.generated >= s.req.output_tokens || s.pending() != 1 ||
         s.last_token != last || s.last_token < 0) {
-      return;
+      break;
     }
-    if (static_cast<std::int64_t>(s.blocks.size()) != (s.computed + block_size_ - 1) / block_size_) return;
-    if (kv_.prefix_caching() && s.registered != s.computed / block_size_) return;
+    if (static_cast<std::int64_t>(s.blocks.size()) != (s.computed + block_size_ - 1) / block_size_) break;
+    if (kv_.prefix_caching() && s.registered != s.computed / block_size_) break;
   }
+  if (end == first) return;
   cohort_last_ = last;
-  for (std::size_t i = first; i < running_.size(); ++i) join_cohort(running_[i], obs);
+  for (std::size_t i = first; i < end; ++i) join_cohort(running_[i], obs);
 }
 
 SimTime Replica::fast_forward(SimTime end, SimTime horizon, ReplicaObserver& obs) {
