@@ -9,11 +9,7 @@ namespace capsim {
 
 KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
     : prefix_caching_(prefix_caching),
-      ref_(static_cast<std::size_t>(num_blocks), 0),
-      hash_(static_cast<std::size_t>(num_blocks), 0),
-      tag_(static_cast<std::size_t>(num_blocks), 0),
-      prev_(static_cast<std::size_t>(num_blocks), -1),
-      next_(static_cast<std::size_t>(num_blocks), -1),
+      blocks_(static_cast<std::size_t>(num_blocks)),
       // At most one cached hash per block; room for twice that keeps the table at most a
       // quarter full, so the probe runs of the per-block insert/erase/lookup stay short
       // (a half-full table cost ~10% more instructions per simulated block).
@@ -23,19 +19,19 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
 
 void KvBlockManager::push_free_tail(std::int32_t b) {
   const std::int32_t tail = tail_;
-  prev_[b] = tail;
-  next_[b] = -1;
-  if (tail >= 0) next_[tail] = b; else head_ = b;
+  blocks_[b].prev = tail;
+  blocks_[b].next = -1;
+  if (tail >= 0) blocks_[tail].next = b; else head_ = b;
   tail_ = b;
   ++free_count_;
 }
 
 void KvBlockManager::unlink_free(std::int32_t b) {
-  assert(ref_[b] == 0);
-  const std::int32_t prev = prev_[b], next = next_[b];
-  if (prev >= 0) next_[prev] = next; else head_ = next;
-  if (next >= 0) prev_[next] = prev; else tail_ = prev;
-  prev_[b] = next_[b] = -1;
+  assert(blocks_[b].ref == 0);
+  const std::int32_t prev = blocks_[b].prev, next = blocks_[b].next;
+  if (prev >= 0) blocks_[prev].next = next; else head_ = next;
+  if (next >= 0) blocks_[next].prev = prev; else tail_ = prev;
+  blocks_[b].prev = blocks_[b].next = -1;
   --free_count_;
 }
 
@@ -49,7 +45,7 @@ std::int64_t KvBlockManager::lookup(const std::uint64_t* hashes, std::int64_t n)
 std::int64_t KvBlockManager::hits_in_free_queue(const std::uint64_t* hashes,
                                                 std::int64_t hits) const {
   std::int64_t n = 0;
-  for (std::int64_t i = 0; i < hits; ++i) n += ref_[cached_.find(hashes[i])] == 0;
+  for (std::int64_t i = 0; i < hits; ++i) n += blocks_[cached_.find(hashes[i])].ref == 0;
   return n;
 }
 
@@ -73,7 +69,7 @@ std::int64_t KvBlockManager::lookup_unique(const std::vector<std::int32_t>& bloc
 
 std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int64_t n) const {
   std::int64_t free = 0;
-  for (std::int64_t i = 0; i < n; ++i) free += ref_[blocks[i]] == 0;
+  for (std::int64_t i = 0; i < n; ++i) free += blocks_[blocks[i]].ref == 0;
   return free;
 }
 
@@ -93,28 +89,28 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
   std::int32_t* out = table.data() + first;
   std::int32_t b = head_;
   for (std::int64_t i = 0; i < n; ++i) {
-    CAPSIM_INVARIANT(b >= 0 && ref_[b] == 0, "KV: allocating a block in use");
-    if (hash_[b] != 0) {  // evict: the cached content is lost only now
-      cached_.erase_if(hash_[b], b);
-      hash_[b] = 0;
+    CAPSIM_INVARIANT(b >= 0 && blocks_[b].ref == 0, "KV: allocating a block in use");
+    if (blocks_[b].hash != 0) {  // evict: the cached content is lost only now
+      cached_.erase_if(blocks_[b].hash, b);
+      blocks_[b].hash = 0;
       ++evictions_;
-    } else if (tag_[b] != 0) {  // a unique-content block: its tag is lost the same way
-      tag_[b] = 0;
+    } else if (blocks_[b].tag != 0) {  // a unique-content block: its tag is lost the same way
+      blocks_[b].tag = 0;
       ++evictions_;
     }
-    ref_[b] = 1;
+    blocks_[b].ref = 1;
     out[i] = b;
-    b = next_[b];
+    b = blocks_[b].next;
   }
   head_ = b;
-  if (b >= 0) prev_[b] = -1; else tail_ = -1;
+  if (b >= 0) blocks_[b].prev = -1; else tail_ = -1;
   free_count_ -= n;
   return true;
 }
 
 void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
-  if (!prefix_caching_ || hash_[block] != 0 || tag_[block] != 0) return;
-  if (cached_.insert(hash, block)) hash_[block] = hash;
+  if (!prefix_caching_ || blocks_[block].hash != 0 || blocks_[block].tag != 0) return;
+  if (cached_.insert(hash, block)) blocks_[block].hash = hash;
 }
 
 void KvBlockManager::release(std::vector<std::int32_t>& table) {
@@ -132,20 +128,20 @@ void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint
   std::int64_t freed = 0;
   for (std::int64_t i = static_cast<std::int64_t>(table.size()) - 1; i >= 0; --i) {
     const std::int32_t b = table[static_cast<std::size_t>(i)];
-    assert(ref_[b] > 0);
-    CAPSIM_INVARIANT(ref_[b] > 0, "KV: releasing a block nobody holds");
-    if (--ref_[b] != 0) continue;
-    prev_[b] = last;
-    if (last >= 0) next_[last] = b; else first = b;
+    assert(blocks_[b].ref > 0);
+    CAPSIM_INVARIANT(blocks_[b].ref > 0, "KV: releasing a block nobody holds");
+    if (--blocks_[b].ref != 0) continue;
+    blocks_[b].prev = last;
+    if (last >= 0) blocks_[last].next = b; else first = b;
     last = b;
     ++freed;
   }
   table.clear();
   if (first < 0) return;
-  next_[last] = -1;
+  blocks_[last].next = -1;
   const std::int32_t tail = tail_;
-  prev_[first] = tail;
-  if (tail >= 0) next_[tail] = first; else head_ = first;
+  blocks_[first].prev = tail;
+  if (tail >= 0) blocks_[tail].next = first; else head_ = first;
   tail_ = last;
   free_count_ += freed;
 }
@@ -156,15 +152,15 @@ namespace capsim {
 
 bool KvBlockManager::consistent() const {
   std::int64_t unreferenced = 0;
-  for (std::size_t b = 0; b < ref_.size(); ++b) {
-    if (ref_[b] < 0) return false;
-    unreferenced += ref_[b] == 0;
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    if (blocks_[b].ref < 0) return false;
+    unreferenced += blocks_[b].ref == 0;
   }
   // The free queue links exactly the unreferenced blocks, both ways.
   std::int64_t queued = 0;
   std::int32_t prev = -1;
-  for (std::int32_t b = head_; b >= 0; prev = b, b = next_[b]) {
-    if (ref_[b] != 0 || prev_[b] != prev || ++queued > num_blocks()) return false;
+  for (std::int32_t b = head_; b >= 0; prev = b, b = blocks_[b].next) {
+    if (blocks_[b].ref != 0 || blocks_[b].prev != prev || ++queued > num_blocks()) return false;
   }
   return prev == tail_ && queued == unreferenced && unreferenced == free_count_;
 }

@@ -18,7 +18,7 @@ class KvBlockManager {
  public:
   KvBlockManager(std::int64_t num_blocks, bool prefix_caching);
 
-  std::int64_t num_blocks() const { return static_cast<std::int64_t>(ref_.size()); }
+  std::int64_t num_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
   std::int64_t free_blocks() const { return free_count_; }
   std::int64_t used_blocks() const { return num_blocks() - free_count_; }
   bool prefix_caching() const { return prefix_caching_; }
@@ -62,15 +62,15 @@ class KvBlockManager {
   }
   // Whether `block` still holds what was published under `tag`.
   bool holds(std::int32_t block, std::uint64_t tag) const {
-    return block >= 0 && tag_[static_cast<std::size_t>(block)] == tag;
+    return block >= 0 && blocks_[static_cast<std::size_t>(block)].tag == tag;
   }
   // register_block for a unique-content block: publishes `block` under `tag` unless it is
   // already published (the caller checks that no other block holds `tag`, as the hash table's
   // insert would). No-op without prefix caching. Returns whether `block` now holds `tag`.
   bool publish_unique(std::int32_t block, std::uint64_t tag) {
     const auto b = static_cast<std::size_t>(block);
-    if (!prefix_caching_ || hash_[b] != 0 || tag_[b] != 0) return tag_[b] == tag;
-    tag_[b] = tag;
+    if (!prefix_caching_ || blocks_[b].hash != 0 || blocks_[b].tag != 0) return blocks_[b].tag == tag;
+    blocks_[b].tag = tag;
     return true;
   }
   // lookup() for a unique-content sequence: how many leading entries of `blocks` (the blocks it
@@ -89,18 +89,24 @@ class KvBlockManager {
   void push_free_tail(std::int32_t b);
   void unlink_free(std::int32_t b);
   void take(std::int32_t b, std::vector<std::int32_t>& table) {
-    if (ref_[b] == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
-    ++ref_[b];
+    if (blocks_[b].ref == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
+    ++blocks_[b].ref;
     table.push_back(b);
   }
 
+  // One block's state, together in 32 bytes: a block's work (take, release, allocate, a tag or
+  // hash check) reads and writes one cache line, not one per field (block ids are scattered
+  // after a while, so separate arrays cost a cache miss each).
+  struct alignas(32) Block {
+    std::int32_t ref = 0;
+    // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
+    // queue exactly when nobody references it (ref 0).
+    std::int32_t prev = -1, next = -1;
+    std::uint64_t hash = 0;  // 0 = no hash
+    std::uint64_t tag = 0;   // unique-content publication (unique_tag); 0 = none
+  };
   bool prefix_caching_;
-  std::vector<std::int32_t> ref_;
-  std::vector<std::uint64_t> hash_;  // 0 = no hash
-  std::vector<std::uint64_t> tag_;   // unique-content publication (unique_tag); 0 = none
-  // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
-  // queue exactly when nobody references it (ref_ 0).
-  std::vector<std::int32_t> prev_, next_;
+  std::vector<Block> blocks_;
   std::int32_t head_ = -1, tail_ = -1;
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;
