@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 #include <limits>
 
 #include "sim/core/error.h"
@@ -680,7 +681,13 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
   const EngineProfile& e = deployment_->engine;
   const SimTime delivered =
       now + from_seconds(e.return_s + e.return_per_sequence_s * static_cast<double>(emitting));
+  // The slots that finish in this step, to drop from running_ by id (reading each running
+  // sequence's state instead cost a cache miss per running sequence at every finish).
+  std::int32_t finished[16];
+  std::size_t n_finished = 0;
   const auto finish = [&](std::int32_t slot, Sequence& s) {
+    if (n_finished < std::size(finished)) finished[n_finished] = slot;
+    ++n_finished;
     release_all(s);
     obs.on_finish(s, delivered);
     free_slots_.push_back(slot);
@@ -737,7 +744,15 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
     s.last_token = delivered;
     if (s.generated >= s.req.output_tokens) finish(it.slot, s);
   }
-  if (any_finished) {
+  if (n_finished == 1) {
+    running_.erase(std::remove(running_.begin(), running_.end(), finished[0]), running_.end());
+  } else if (any_finished && n_finished <= std::size(finished)) {
+    const std::int32_t* const fin_begin = finished;
+    const std::int32_t* const fin_end = finished + n_finished;
+    running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                  [&](std::int32_t slot) { return std::find(fin_begin, fin_end, slot) != fin_end; }),
+                   running_.end());
+  } else if (any_finished) {
     running_.erase(std::remove_if(running_.begin(), running_.end(),
                                   [&](std::int32_t slot) { return seq(slot).computed < 0; }),
                    running_.end());
