@@ -10,6 +10,7 @@ namespace capsim {
 KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
     : prefix_caching_(prefix_caching),
       blocks_(static_cast<std::size_t>(num_blocks)),
+      links_(static_cast<std::size_t>(num_blocks)),
       // At most one cached hash per block; room for twice that keeps the table at most a
       // quarter full, so the probe runs of the per-block insert/erase/lookup stay short
       // (a half-full table cost ~10% more instructions per simulated block).
@@ -19,19 +20,19 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
 
 void KvBlockManager::push_free_tail(std::int32_t b) {
   const std::int32_t tail = tail_;
-  blocks_[b].prev = tail;
-  blocks_[b].next = -1;
-  if (tail >= 0) blocks_[tail].next = b; else head_ = b;
+  links_[b].prev = tail;
+  links_[b].next = -1;
+  if (tail >= 0) links_[tail].next = b; else head_ = b;
   tail_ = b;
   ++free_count_;
 }
 
 void KvBlockManager::unlink_free(std::int32_t b) {
   assert(blocks_[b].ref == 0);
-  const std::int32_t prev = blocks_[b].prev, next = blocks_[b].next;
-  if (prev >= 0) blocks_[prev].next = next; else head_ = next;
-  if (next >= 0) blocks_[next].prev = prev; else tail_ = prev;
-  blocks_[b].prev = blocks_[b].next = -1;
+  const std::int32_t prev = links_[b].prev, next = links_[b].next;
+  if (prev >= 0) links_[prev].next = next; else head_ = next;
+  if (next >= 0) links_[next].prev = prev; else tail_ = prev;
+  links_[b].prev = links_[b].next = -1;
   --free_count_;
 }
 
@@ -100,10 +101,10 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
     }
     blocks_[b].ref = 1;
     out[i] = b;
-    b = blocks_[b].next;
+    b = links_[b].next;
   }
   head_ = b;
-  if (b >= 0) blocks_[b].prev = -1; else tail_ = -1;
+  if (b >= 0) links_[b].prev = -1; else tail_ = -1;
   free_count_ -= n;
   return true;
 }
@@ -131,17 +132,17 @@ void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint
     assert(blocks_[b].ref > 0);
     CAPSIM_INVARIANT(blocks_[b].ref > 0, "KV: releasing a block nobody holds");
     if (--blocks_[b].ref != 0) continue;
-    blocks_[b].prev = last;
-    if (last >= 0) blocks_[last].next = b; else first = b;
+    links_[b].prev = last;
+    if (last >= 0) links_[last].next = b; else first = b;
     last = b;
     ++freed;
   }
   table.clear();
   if (first < 0) return;
-  blocks_[last].next = -1;
+  links_[last].next = -1;
   const std::int32_t tail = tail_;
-  blocks_[first].prev = tail;
-  if (tail >= 0) blocks_[tail].next = first; else head_ = first;
+  links_[first].prev = tail;
+  if (tail >= 0) links_[tail].next = first; else head_ = first;
   tail_ = last;
   free_count_ += freed;
 }
@@ -159,8 +160,8 @@ bool KvBlockManager::consistent() const {
   // The free queue links exactly the unreferenced blocks, both ways.
   std::int64_t queued = 0;
   std::int32_t prev = -1;
-  for (std::int32_t b = head_; b >= 0; prev = b, b = blocks_[b].next) {
-    if (blocks_[b].ref != 0 || blocks_[b].prev != prev || ++queued > num_blocks()) return false;
+  for (std::int32_t b = head_; b >= 0; prev = b, b = links_[b].next) {
+    if (blocks_[b].ref != 0 || links_[b].prev != prev || ++queued > num_blocks()) return false;
   }
   return prev == tail_ && queued == unreferenced && unreferenced == free_count_;
 }

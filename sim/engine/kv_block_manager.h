@@ -94,19 +94,23 @@ class KvBlockManager {
     table.push_back(b);
   }
 
-  // One block's state, together in 32 bytes: a block's work (take, release, allocate, a tag or
-  // hash check) reads and writes one cache line, not one per field (block ids are scattered
-  // after a while, so separate arrays cost a cache miss each).
+  // A block's state in one 32-byte record: a take, release or tag check reads and writes one
+  // cache line, not one per field (block ids are scattered after a while, so separate arrays
+  // cost a cache miss each). The free-queue links are apart, 8 bytes a block: allocate() walks
+  // the queue block after block, a chain of dependent loads that stays in cache that way.
   struct alignas(32) Block {
-    std::int32_t ref = 0;
-    // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
-    // queue exactly when nobody references it (ref 0).
-    std::int32_t prev = -1, next = -1;
     std::uint64_t hash = 0;  // 0 = no hash
     std::uint64_t tag = 0;   // unique-content publication (unique_tag); 0 = none
+    std::int32_t ref = 0;
+  };
+  // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
+  // queue exactly when nobody references it (ref 0).
+  struct Link {
+    std::int32_t prev = -1, next = -1;
   };
   bool prefix_caching_;
   std::vector<Block> blocks_;
+  std::vector<Link> links_;
   std::int32_t head_ = -1, tail_ = -1;
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;
