@@ -148,10 +148,11 @@ TEST_CASE("skip-ahead: several replicas of two card types behind each router", "
 TEST_CASE("skip-ahead: implicit decode across chunked prefills, 1- and 2-token outputs and warm-up",
           "[skip-ahead]") {
   // Prompts of ~3,000 tokens against a 512-token budget are prefilled in chunks: a running
-  // sequence mid-prompt makes every sequence explicit again (the cohort's steps assume one
-  // token each), and the cohort re-forms once all decode. Outputs of 1 or 2 tokens finish at
-  // their first token or right after joining; a warm-up mixes counted and uncounted sequences
-  // within the cohort (ITL counts only the counted ones).
+  // sequence mid-prompt is walked one by one after the cohort's bulk walk (the cohort's steps
+  // assume one token each), with those admitted after it, and joins once it decodes; a step
+  // whose walk may run out of blocks makes every sequence explicit again. Outputs of 1 or 2
+  // tokens finish at their first token or right after joining; a warm-up mixes counted and
+  // uncounted sequences within the cohort (ITL counts only the counted ones).
   for (const bool request_path : {true, false}) {
     Deployment d = deployment("llama-3.1-8b", "h100-sxm", 1, "vllm", request_path);
     d.limits.max_num_batched_tokens = 512;
