@@ -697,6 +697,7 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
     // is leave in running order.
     const SimTime previous = cohort_last_;
     ++cohort_d_;
+    if (++cohort_phase_ == static_cast<std::size_t>(block_size_)) cohort_phase_ = 0;
     cohort_last_ = delivered;
     obs.on_decode_step(cohort_counted_, previous, delivered);
     while (!finishes_.empty() && finishes_.front().d == cohort_d_ - 1) {
@@ -793,7 +794,7 @@ bool Replica::cohort_step_possible() const {
   if (cohort_n_ != static_cast<std::int64_t>(running_.size())) return false;
   if (cohort_n_ > limits().max_num_batched_tokens) return false;
   if (cohort_n_ == 0) return true;
-  return boundary_allocs_[static_cast<std::size_t>(cohort_d_ % block_size_)] <= kv_.free_blocks();
+  return boundary_allocs_[cohort_phase_] <= kv_.free_blocks();
 }
 
 void Replica::schedule_step() {
@@ -812,11 +813,14 @@ void Replica::schedule_step() {
   if (n > 0) {
     // Each member that had computed c tokens grows to c + 1 (a new block on a boundary) and
     // publishes the block that token fills, in running order.
-    for (const Boundary& b : boundaries_[static_cast<std::size_t>(cohort_d_ % block_size_)]) {
+    for (const Boundary& b : boundaries_[cohort_phase_]) {
       Sequence& s = seq(b.slot);
       const std::int64_t total = s.computed + (cohort_d_ - s.cohort_base) + 1;
       if (b.allocate) {
-        const bool ok = grow(s, total);
+        // On a boundary a member holds exactly computed / B blocks and needs one more (what
+        // grow(s, total) allocates; cohort_step_possible checked that it is free).
+        assert((total + block_size_ - 1) / block_size_ == static_cast<std::int64_t>(s.blocks.size()) + 1);
+        const bool ok = kv_.allocate_one(s.blocks);
         assert(ok);
         (void)ok;
       }
