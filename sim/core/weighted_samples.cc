@@ -50,15 +50,6 @@ double WeightedSamples::stddev() const {
   return std::sqrt(s / static_cast<double>(total_));
 }
 
-double WeightedSamples::at(std::int64_t index) const {
-  std::int64_t seen = 0;
-  for (const auto& [v, c] : runs_) {
-    seen += c;
-    if (index < seen) return v;
-  }
-  return runs_.back().first;
-}
-
 namespace {
 
 // The index-th and (index+1)-th smallest of the expanded list of sorted runs, in one walk (the
