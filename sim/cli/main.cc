@@ -60,7 +60,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    const int code = app.exit(e);
+    // `compare A B` reads as naming deployments; they are flags, and CLI11 alone only says
+    // "arguments were not expected".
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && app.got_subcommand("compare")) {
+      std::cerr << "capsim compare: name each deployment with --deployment (-d), e.g. "
+                   "-d '4x rtx-4090' -d '1x h100-sxm'; the one positional argument is a scenario YAML\n";
+    }
+    return code == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     return report_error(e);
   }

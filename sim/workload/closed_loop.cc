@@ -63,9 +63,16 @@ class ClosedLoop : public Workload {
 
   std::string describe() const override {
     std::ostringstream o;
-    o << "closed loop: " << c_.users << " users, think " << c_.think.describe() << ", turns per session "
-      << c_.turns.describe() << "; question " << c_.lengths.prompt.describe() << ", answer "
-      << c_.lengths.output.describe();
+    // Said in words because "N users" with no think time is easily misread as N chat users: such
+    // users send again the instant an answer ends, which is fixed concurrency, not people reading.
+    if (!c_.history) {
+      o << "fixed concurrency: " << c_.users << " requests in flight (vLLM bench --max-concurrency)";
+    } else {
+      o << "closed loop: " << c_.users << " users, think " << c_.think.describe();
+      if (c_.think.mean() == 0.0) o << " (each sends again as soon as its answer ends; chat users think, e.g. --think-time exponential:20s)";
+      o << ", turns per session " << c_.turns.describe();
+    }
+    o << "; question " << c_.lengths.prompt.describe() << ", answer " << c_.lengths.output.describe();
     if (c_.prefix.system_prompt_tokens > 0) {
       o << "; system prompt " << c_.prefix.system_prompt_tokens << " tokens";
     }

@@ -93,3 +93,15 @@ TEST_CASE("fit and simulate on a T4: no fp8 suggested or accepted", "[cli][preci
   CHECK(sim.status == 2);
   CHECK(has(sim.err, "fp8 is not supported on t4"));
 }
+
+TEST_CASE("compare: deployments given as positional words get a hint to use --deployment", "[compare][cli][errors]") {
+  // `compare '4x rtx-4090' '1x h100-sxm'`: the first word is taken for the scenario file, the
+  // second is an unexpected argument. CLI11 alone printed only "not expected".
+  const auto r = run_capsim("compare -m llama-3.1-8b '4x rtx-4090' '1x h100-sxm' -q");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--deployment (-d)"));
+  // Other commands keep CLI11's message alone.
+  const auto s = run_capsim("simulate -m llama-3.1-8b a b -q");
+  CHECK(s.status == 2);
+  CHECK_FALSE(has(s.err, "--deployment"));
+}
