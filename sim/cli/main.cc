@@ -1,5 +1,6 @@
 // capsim: an LLM inference-server capacity simulator. One visible table of subcommands.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "sim/cli/commands.h"
@@ -63,7 +64,12 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     // `compare A B` reads as naming deployments; they are flags, and CLI11 alone only says
     // "arguments were not expected".
-    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && app.got_subcommand("compare")) {
+    // (Asked of the parsed commands: got_subcommand("compare") throws when the command line
+    // named another command, whose table then holds no `compare`.)
+    const auto parsed = app.get_subcommands();
+    const bool compare = std::any_of(parsed.begin(), parsed.end(),
+                                     [](const CLI::App* sub) { return sub->get_name() == "compare"; });
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && compare) {
       std::cerr << "capsim compare: name each deployment with --deployment (-d), e.g. "
                    "-d '4x rtx-4090' -d '1x h100-sxm'; the one positional argument is a scenario YAML\n";
     }
