@@ -280,8 +280,8 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
     }
   };
   // The simulator's steps repeat a few hundred token counts: their token-count terms are
-  // computed once (a breakdown, for reports, computes them afresh). No std::optional on the way:
-  // zeroing one per step was a tenth of this function's instructions.
+  // computed once (a breakdown, for reports, computes them afresh), and summed by `sum_step`
+  // from the table or a fresh value (no std::optional of the 300-byte terms on the way).
   if (!keep && tokens <= kMaxMemoTokens) {
     sum_step(memo(by_tokens_, tokens, [&] { return token_terms(t); }));
   } else {
