@@ -15,6 +15,7 @@
 // Cost: push and pop are O(log n); top, empty and size are O(1).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <queue>
@@ -39,13 +40,25 @@ class EventQueue {
   // Schedules an event and returns the sequence number it was given (0, 1, 2, ... in push
   // order over the queue's lifetime; clear() does not restart it).
   std::uint64_t push(SimTime time, std::uint32_t kind, std::uint32_t target,
-                     std::uint64_t payload = 0);
+                     std::uint64_t payload = 0) {
+    const std::uint64_t seq = next_seq_++;
+    heap_.push(Event{time, seq, kind, target, payload});
+    return seq;
+  }
 
   // The earliest event (lowest time, then lowest seq). Precondition: !empty().
-  const Event& top() const;
+  const Event& top() const {
+    assert(!heap_.empty());
+    return heap_.top();
+  }
 
   // Removes and returns top(). Precondition: !empty().
-  Event pop();
+  Event pop() {
+    assert(!heap_.empty());
+    Event e = heap_.top();
+    heap_.pop();
+    return e;
+  }
 
   bool empty() const { return heap_.empty(); }
   std::size_t size() const { return heap_.size(); }

@@ -9,6 +9,8 @@
 // quiet NaN from every statistic, so callers check count()/size() before reporting.
 #pragma once
 
+#include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -19,7 +21,22 @@ namespace capsim {
 
 class StreamingStats {
  public:
-  void add(double x);
+  // Inline: the simulator adds three per engine step.
+  void add(double x) {
+    // Welford (1962): updating the mean and the sum of squared deviations incrementally
+    // avoids the catastrophic cancellation of sum(x^2) - n*mean^2 when the mean is large
+    // relative to the spread (e.g. timestamps, or latencies around a large constant).
+    ++count_;
+    const double delta = x - mean_;
+    mean_ += delta / static_cast<double>(count_);
+    m2_ += delta * (x - mean_);
+    if (count_ == 1) {
+      min_ = max_ = x;
+    } else {
+      min_ = std::min(min_, x);
+      max_ = std::max(max_, x);
+    }
+  }
 
   // Folds `other` in, as if its values had been add()ed here (Chan et al.'s pairwise
   // update), e.g. to combine per-replica statistics.
@@ -46,7 +63,10 @@ class StreamingStats {
 
 class Samples {
  public:
-  void add(double x);
+  void add(double x) {
+    values_.push_back(x);
+    sorted_ = false;
+  }
   void reserve(std::size_t n) { values_.reserve(n); }
 
   std::size_t size() const { return values_.size(); }
@@ -87,7 +107,20 @@ class Samples {
 // add()s at the same time are allowed; only the last one holds for any duration.
 class TimeWeightedStats {
  public:
-  void add(SimTime time, double value);
+  // Inline: the simulator adds three per engine step.
+  void add(SimTime time, double value) {
+    if (!started_) {
+      started_ = true;
+      start_ = last_time_ = time;
+      last_value_ = peak_ = value;
+      return;
+    }
+    assert(time >= last_time_);
+    area_ns_ += last_value_ * static_cast<double>(time - last_time_);
+    last_time_ = time;
+    last_value_ = value;
+    peak_ = std::max(peak_, value);
+  }
 
   bool empty() const { return !started_; }
 

@@ -4,7 +4,7 @@
 #include <cassert>
 #include <cmath>
 
-#include <boost/sort/spreadsort/float_sort.hpp>
+#include "sim/core/radix_sort.h"
 
 namespace capsim {
 
@@ -17,20 +17,12 @@ void WeightedSamples::add_run(double value, std::int64_t count) {
 void WeightedSamples::sort_if_needed() const {
   if (sorted_) return;
   // By value only: runs of equal value are merged below, so their order among themselves does
-  // not matter. Boost's spreadsort (a radix/comparison hybrid) sorts the tens of thousands of
-  // runs of a long run's step times several times faster than std::sort. It needs a total
-  // order: NaN (never a sample here) would break it, so it falls back to std::sort then.
-  const bool ordered = std::none_of(runs_.begin(), runs_.end(),
-                                    [](const std::pair<double, std::int64_t>& r) { return std::isnan(r.first); });
-  if (ordered) {
-    using Run = std::pair<double, std::int64_t>;
-    boost::sort::spreadsort::float_sort(
-        runs_.begin(), runs_.end(),
-        [](const Run& r, unsigned offset) {
-          return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(r.first) >> offset;
-        },
-        [](const Run& a, const Run& b) { return a.first < b.first; });
-  } else {
+  // not matter (-0.0 and +0.0 would merge under the first; the samples here are never -0.0). An
+  // LSD radix sort on the values' bits (radix_sort.h) sorts the tens of thousands of runs of a
+  // long run's step times several times faster than a comparison sort. A NaN (never a sample
+  // here) has no order: std::sort then, as before.
+  using Run = std::pair<double, std::int64_t>;
+  if (!radix_sort_by_double(runs_, [](const Run& r) { return r.first; }, /*zero_sign_free=*/false)) {
     std::sort(runs_.begin(), runs_.end());
   }
   // Merge equal neighbours so lookups walk fewer runs.
@@ -58,14 +50,24 @@ double WeightedSamples::stddev() const {
   return std::sqrt(s / static_cast<double>(total_));
 }
 
-double WeightedSamples::at(std::int64_t index) const {
+namespace {
+
+// The index-th and (index+1)-th smallest of the expanded list of sorted runs, in one walk (the
+// second is the last value when index + 1 is past the end).
+std::pair<double, double> at_and_next(const std::vector<std::pair<double, std::int64_t>>& runs,
+                                      std::int64_t index) {
   std::int64_t seen = 0;
-  for (const auto& [v, c] : runs_) {
-    seen += c;
-    if (index < seen) return v;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    seen += runs[i].second;
+    if (index < seen) {
+      if (index + 1 < seen || i + 1 == runs.size()) return {runs[i].first, runs[i].first};
+      return {runs[i].first, runs[i + 1].first};
+    }
   }
-  return runs_.back().first;
+  return {runs.back().first, runs.back().first};
 }
+
+}  // namespace
 
 double WeightedSamples::percentile(double p) const {
   assert(total_ > 0 && p >= 0 && p <= 100);
@@ -73,9 +75,11 @@ double WeightedSamples::percentile(double p) const {
   const double rank = p / 100.0 * static_cast<double>(total_ - 1);
   const auto lo = static_cast<std::int64_t>(std::floor(rank));
   const double frac = rank - static_cast<double>(lo);
-  const double a = at(lo);
-  if (frac == 0 || lo + 1 >= total_) return a;
-  return a + frac * (at(lo + 1) - a);
+  // The largest (max, p100) is the last run's value: no walk.
+  if (lo + 1 >= total_) return runs_.back().first;
+  const auto [a, b] = at_and_next(runs_, lo);
+  if (frac == 0) return a;
+  return a + frac * (b - a);
 }
 
 }  // namespace capsim

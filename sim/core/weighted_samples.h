@@ -37,7 +37,6 @@ class WeightedSamples {
  private:
   void add_run(double value, std::int64_t count);  // a new run (add's slow path)
   void sort_if_needed() const;
-  double at(std::int64_t index) const;  // the index-th smallest of the expanded list
 
   mutable std::vector<std::pair<double, std::int64_t>> runs_;
   mutable bool sorted_ = true;

@@ -193,95 +193,100 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   if (b.empty()) return out;
   const std::int64_t tokens = b.tokens();
   const double t = static_cast<double>(tokens);
-  // The simulator's steps repeat a few hundred token counts: their token-count terms are
-  // computed once (a breakdown, for reports, computes them afresh).
-  std::optional<TokenTerms> fresh;
-  const TokenTerms& tt = !keep && tokens <= kMaxMemoTokens
-                             ? memo(by_tokens_, tokens, [&] { return token_terms(t); })
-                             : fresh.emplace(token_terms(t));
-  const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
-                       double repeat, double bandwidth) {
-    add_roofline_group(out, keep, group, flops, bytes, rate, kernels, repeat, bandwidth, kernel_floor_);
+  // The step's terms in order, from the token-count terms `tt`.
+  const auto sum_step = [&](const TokenTerms& tt) {
+    const auto add = [&](const char* group, double flops, double bytes, double rate, double kernels,
+                         double repeat, double bandwidth) {
+      add_roofline_group(out, keep, group, flops, bytes, rate, kernels, repeat, bandwidth, kernel_floor_);
+    };
+
+    // Per layer, all layers alike.
+    add_roofline_term(out, keep, "qkv_proj", tt.qkv);
+    // Full-attention layers attend over the whole context. Sliding-window layers over at most the
+    // last window_ tokens: BatchShape keeps sums, not each sequence, so their work is bounded by
+    // min(sum, count x window), exact when every context (or every query's reach) is on the same
+    // side of the window: all of gpt-oss's (window 128) past the first few hundred tokens, all of
+    // Gemma 2's (window 4096) below 4096.
+    const double full_layers = layers_ - sliding_layers_;
+    if (b.prefill_tokens > 0) {
+      const double chunk_tokens = static_cast<double>(b.prefill_tokens);
+      if (full_layers > 0) {
+        add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
+            (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1,
+            full_layers, attention_bandwidth_);
+      }
+      if (sliding_layers_ > 0) {
+        // Each query reaches at most window_ keys; a chunk reads at most the window - 1 tokens
+        // before it plus itself.
+        const double pairs = std::min(b.prefill_attention_pairs, chunk_tokens * window_);
+        const double kv = std::min(b.prefill_kv_tokens,
+                                   static_cast<double>(b.prefill_sequences) * (window_ - 1) + chunk_tokens);
+        add("attention_prefill_window", attention_flops_per_pair_ * pairs,
+            (kv + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
+            attention_bandwidth_);
+      }
+    }
+    if (b.decode_sequences > 0) {
+      // Speculative drafts add query tokens over the same KV (read once per sequence): each of
+      // the decode_sequences + spec_tokens queries reaches at most window_ keys in a sliding layer.
+      if (full_layers > 0) {
+        add("attention_decode", attention_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
+            b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, full_layers,
+            attention_bandwidth_);
+      }
+      if (sliding_layers_ > 0) {
+        const double context = std::min(b.decode_context_tokens,
+                                        static_cast<double>(b.decode_sequences) * window_);
+        const double pairs = b.spec_tokens > 0
+                                 ? std::min(b.decode_context_tokens + b.spec_attention_pairs,
+                                            static_cast<double>(b.decode_sequences + b.spec_tokens) * window_)
+                                 : context;
+        add("attention_decode_window", attention_flops_per_pair_ * pairs,
+            context * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
+            attention_bandwidth_);
+      }
+    }
+    add_roofline_term(out, keep, "o_proj", tt.o_proj);
+    if (dense_layers_ > 0) add_roofline_term(out, keep, "mlp", tt.mlp);
+    if (moe_layers_ > 0 && ep_) {
+      ep_->add(out, keep, t, moe_layers_);
+    } else if (moe_layers_ > 0) {
+      add_roofline_term(out, keep, "moe_mlp", tt.moe_mlp);
+      if (moe_dispatch_kernels_ > 0) add_roofline_term(out, keep, "moe_dispatch", tt.moe_dispatch);
+    }
+    add_roofline_term(out, keep, "elementwise", tt.elementwise);
+
+    // Once per step: the LM head for sequences that sample.
+    if (lm_head_ && b.logit_sequences > 0) {
+      const std::int64_t n = b.logit_sequences;
+      if (!keep && n <= kMaxMemoTokens) {
+        add_roofline_term(out, keep, "lm_head",
+                          memo(by_logits_, n, [&] { return lm_head_term(static_cast<double>(n)); }));
+      } else {
+        add_roofline_term(out, keep, "lm_head", lm_head_term(static_cast<double>(n)));
+      }
+    }
+
+    if (tp_ > 1) {
+      out.seconds += tt.all_reduce_s;
+      out.communication_s += tt.all_reduce_s;
+      if (keep) out.groups.push_back({"all_reduce", 0, tt.all_reduce_bytes, 0, 0, tt.all_reduce_s, Bound::kCommunication});
+    }
+    if (overhead_) {
+      const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());
+      out.seconds += overhead;
+      out.overhead_s += overhead;
+      if (keep) out.groups.push_back({"overhead", 0, 0, 0, 0, overhead, Bound::kOverhead});
+    }
   };
-
-  // Per layer, all layers alike.
-  add_roofline_term(out, keep, "qkv_proj", tt.qkv);
-  // Full-attention layers attend over the whole context. Sliding-window layers over at most the
-  // last window_ tokens: BatchShape keeps sums, not each sequence, so their work is bounded by
-  // min(sum, count x window), exact when every context (or every query's reach) is on the same
-  // side of the window: all of gpt-oss's (window 128) past the first few hundred tokens, all of
-  // Gemma 2's (window 4096) below 4096.
-  const double full_layers = layers_ - sliding_layers_;
-  if (b.prefill_tokens > 0) {
-    const double chunk_tokens = static_cast<double>(b.prefill_tokens);
-    if (full_layers > 0) {
-      add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
-          (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1,
-          full_layers, attention_bandwidth_);
-    }
-    if (sliding_layers_ > 0) {
-      // Each query reaches at most window_ keys; a chunk reads at most the window - 1 tokens
-      // before it plus itself.
-      const double pairs = std::min(b.prefill_attention_pairs, chunk_tokens * window_);
-      const double kv = std::min(b.prefill_kv_tokens,
-                                 static_cast<double>(b.prefill_sequences) * (window_ - 1) + chunk_tokens);
-      add("attention_prefill_window", attention_flops_per_pair_ * pairs,
-          (kv + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
-          attention_bandwidth_);
-    }
+  // The simulator's steps repeat a few hundred token counts: their token-count terms are
+  // computed once (a breakdown, for reports, computes them afresh), and summed by `sum_step`
+  // from the table or a fresh value (no std::optional of the 300-byte terms on the way).
+  if (!keep && tokens <= kMaxMemoTokens) {
+    sum_step(memo(by_tokens_, tokens, [&] { return token_terms(t); }));
+  } else {
+    sum_step(token_terms(t));
   }
-  if (b.decode_sequences > 0) {
-    // Speculative drafts add query tokens over the same KV (read once per sequence): each of
-    // the decode_sequences + spec_tokens queries reaches at most window_ keys in a sliding layer.
-    if (full_layers > 0) {
-      add("attention_decode", attention_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
-          b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, full_layers,
-          attention_bandwidth_);
-    }
-    if (sliding_layers_ > 0) {
-      const double context = std::min(b.decode_context_tokens,
-                                      static_cast<double>(b.decode_sequences) * window_);
-      const double pairs = b.spec_tokens > 0
-                               ? std::min(b.decode_context_tokens + b.spec_attention_pairs,
-                                          static_cast<double>(b.decode_sequences + b.spec_tokens) * window_)
-                               : context;
-      add("attention_decode_window", attention_flops_per_pair_ * pairs,
-          context * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
-          attention_bandwidth_);
-    }
-  }
-  add_roofline_term(out, keep, "o_proj", tt.o_proj);
-  if (dense_layers_ > 0) add_roofline_term(out, keep, "mlp", tt.mlp);
-  if (moe_layers_ > 0 && ep_) {
-    ep_->add(out, keep, t, moe_layers_);
-  } else if (moe_layers_ > 0) {
-    add_roofline_term(out, keep, "moe_mlp", tt.moe_mlp);
-    if (moe_dispatch_kernels_ > 0) add_roofline_term(out, keep, "moe_dispatch", tt.moe_dispatch);
-  }
-  add_roofline_term(out, keep, "elementwise", tt.elementwise);
-
-  // Once per step: the LM head for sequences that sample.
-  if (lm_head_ && b.logit_sequences > 0) {
-    const std::int64_t n = b.logit_sequences;
-    std::optional<RooflineTerm> head;
-    const RooflineTerm& h = !keep && n <= kMaxMemoTokens
-                                ? memo(by_logits_, n, [&] { return lm_head_term(static_cast<double>(n)); })
-                                : head.emplace(lm_head_term(static_cast<double>(n)));
-    add_roofline_term(out, keep, "lm_head", h);
-  }
-
-  if (tp_ > 1) {
-    out.seconds += tt.all_reduce_s;
-    out.communication_s += tt.all_reduce_s;
-    if (keep) out.groups.push_back({"all_reduce", 0, tt.all_reduce_bytes, 0, 0, tt.all_reduce_s, Bound::kCommunication});
-  }
-  if (overhead_) {
-    const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());
-    out.seconds += overhead;
-    out.overhead_s += overhead;
-    if (keep) out.groups.push_back({"overhead", 0, 0, 0, 0, overhead, Bound::kOverhead});
-  }
-
   out.mfu = out.flops / (peak_flops_ * out.seconds);
   out.mbu = out.bytes / (peak_bandwidth_ * out.seconds);
   return out;

@@ -80,25 +80,18 @@ void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
 }
 
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
+  if (n == 1) return allocate_one(table);
   if (n > free_count_) return false;
   if (n <= 0) return true;
   // The n blocks at the head of the free queue, in queue order, detached in one piece (their
-  // links are left as they are: they mean nothing outside the queue). A decode's one block is
-  // appended; more are written in place.
+  // links are left as they are: they mean nothing outside the queue), written in place.
   const std::size_t first = table.size();
-  if (n == 1) table.push_back(-1); else table.resize(first + static_cast<std::size_t>(n));
+  table.resize(first + static_cast<std::size_t>(n));
   std::int32_t* out = table.data() + first;
   std::int32_t b = head_;
   for (std::int64_t i = 0; i < n; ++i) {
     CAPSIM_INVARIANT(b >= 0 && blocks_[b].ref == 0, "KV: allocating a block in use");
-    if (blocks_[b].hash != 0) {  // evict: the cached content is lost only now
-      cached_.erase_if(blocks_[b].hash, b);
-      blocks_[b].hash = 0;
-      ++evictions_;
-    } else if (blocks_[b].tag != 0) {  // a unique-content block: its tag is lost the same way
-      blocks_[b].tag = 0;
-      ++evictions_;
-    }
+    if ((blocks_[b].hash | blocks_[b].tag) != 0) forget(b);  // evict: the cached content is lost only now
     blocks_[b].ref = 1;
     out[i] = b;
     b = links_[b].next;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/core/flat_hash_map.h"
+#include "sim/core/invariant.h"
 
 namespace capsim {
 
@@ -34,6 +35,20 @@ class KvBlockManager {
   // Appends `n` fresh blocks to `table`, evicting the least recently freed cached blocks.
   // Returns false (and changes nothing) when fewer than n blocks are free.
   bool allocate(std::int64_t n, std::vector<std::int32_t>& table);
+  // allocate(1, table), inline: the block a decode takes at each block boundary (most calls).
+  bool allocate_one(std::vector<std::int32_t>& table) {
+    if (free_count_ == 0) return false;
+    const std::int32_t b = head_;
+    CAPSIM_INVARIANT(b >= 0 && blocks_[b].ref == 0, "KV: allocating a block in use");
+    if ((blocks_[b].hash | blocks_[b].tag) != 0) forget(b);
+    blocks_[b].ref = 1;
+    const std::int32_t next = links_[b].next;
+    head_ = next;
+    if (next >= 0) links_[next].prev = -1; else tail_ = -1;
+    --free_count_;
+    table.push_back(b);
+    return true;
+  }
   // Publishes a full block under `hash` so later lookups find it. A hash already published by
   // another block keeps its first block.
   void register_block(std::int32_t block, std::uint64_t hash);
@@ -87,6 +102,16 @@ class KvBlockManager {
 
  private:
   void push_free_tail(std::int32_t b);
+  // Evicts what free block `b` holds (its hash or tag): reallocation loses the cached content.
+  void forget(std::int32_t b) {
+    if (blocks_[b].hash != 0) {
+      cached_.erase_if(blocks_[b].hash, b);
+      blocks_[b].hash = 0;
+    } else {
+      blocks_[b].tag = 0;  // a unique-content block: its tag is lost the same way
+    }
+    ++evictions_;
+  }
   void unlink_free(std::int32_t b);
   void take(std::int32_t b, std::vector<std::int32_t>& table) {
     if (blocks_[b].ref == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue

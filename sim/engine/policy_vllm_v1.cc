@@ -89,7 +89,7 @@ void VllmV1Policy::schedule_waiting(Replica& r, StepPlan& plan, std::int64_t bud
     r.plan_item(plan, slot, n);
     budget = std::max<std::int64_t>(0, budget - n);
   }
-  waiting.insert(waiting.begin(), skipped.begin(), skipped.end());
+  if (!skipped.empty()) waiting.insert(waiting.begin(), skipped.begin(), skipped.end());
 }
 
 }  // namespace capsim

@@ -704,6 +704,7 @@ void Replica::end_step(SimTime now, ReplicaObserver& obs) {
     // is leave in running order.
     const SimTime previous = cohort_last_;
     ++cohort_d_;
+    if (++cohort_phase_ == static_cast<std::size_t>(block_size_)) cohort_phase_ = 0;
     cohort_last_ = delivered;
     obs.on_decode_step(cohort_counted_, previous, delivered);
     while (!finishes_.empty() && finishes_.front().d == cohort_d_ - 1) {
@@ -808,7 +809,7 @@ void Replica::set_implicit_decode(bool on) {
 // grows and publishes in running order, as schedule_step does).
 bool Replica::cohort_step_possible() const {
   if (cohort_n_ > limits().max_num_batched_tokens) return false;
-  std::int64_t need = boundary_allocs_[static_cast<std::size_t>(cohort_d_ % block_size_)];
+  std::int64_t need = boundary_allocs_[cohort_phase_];
   std::int64_t budget = limits().max_num_batched_tokens - cohort_n_;
   for (std::size_t i = static_cast<std::size_t>(cohort_n_); i < running_.size() && budget > 0; ++i) {
     const Sequence& s = seq(running_[i]);
@@ -836,11 +837,14 @@ void Replica::schedule_step() {
   const std::int64_t n = cohort_n_;
   // Each member that had computed c tokens grows to c + 1 (a new block on a boundary) and
   // publishes the block that token fills, in running order.
-  for (const Boundary& b : boundaries_[static_cast<std::size_t>(cohort_d_ % block_size_)]) {
+  for (const Boundary& b : boundaries_[cohort_phase_]) {
     Sequence& s = seq(b.slot);
     const std::int64_t total = s.computed + (cohort_d_ - s.cohort_base) + 1;
     if (b.allocate) {
-      const bool ok = grow(s, total);
+      // On a boundary a member holds exactly computed / B blocks and needs one more (what
+      // grow(s, total) allocates; cohort_step_possible checked that it is free).
+      assert((total + block_size_ - 1) / block_size_ == static_cast<std::int64_t>(s.blocks.size()) + 1);
+      const bool ok = kv_.allocate_one(s.blocks);
       assert(ok);
       (void)ok;
     }

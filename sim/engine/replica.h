@@ -435,6 +435,7 @@ class Replica {
   // ---- Implicit decode ----
   bool implicit_ = false;
   std::int64_t cohort_d_ = 0;       // D: cohort decode steps so far
+  std::size_t cohort_phase_ = 0;    // D mod block_size (kept, not divided, every step)
   std::int64_t cohort_n_ = 0;       // members (all in running_)
   std::int64_t cohort_counted_ = 0; // members for which obs.counts() was true
   std::int64_t cohort_ctx_ = 0;     // sum over members of computed - cohort_base

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/core/stats.h"
@@ -61,6 +62,8 @@ class MetricsCollector {
 
   bool counted(const Request& r) const { return r.arrival >= warmup_end_; }
   const std::vector<RequestRecord>& records() const { return records_; }
+  // Hands the records over at the end of a run (records() is empty after).
+  std::vector<RequestRecord> take_records() { return std::move(records_); }
   const WeightedSamples& itl() const { return itl_; }
   std::int64_t rejected() const { return rejected_; }
   std::int64_t timed_out() const { return timed_out_; }

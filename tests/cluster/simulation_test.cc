@@ -639,3 +639,34 @@ TEST_CASE("simulation: gemma-2-9b with its hybrid KV layout serves a load to com
   CHECK_FALSE(r2.replicas[0].memory.layout.hybrid());
   CHECK(r2.replicas[0].memory.layout.layers_per_group == 42);
 }
+
+// SimulationResult::records is sorted by request id whatever order the requests finish in
+// (simulation.cc records_by_id: kept when already in order, placed by id when the ids are one
+// range, sorted otherwise). Each record must stay its request's: checked by its output length.
+TEST_CASE("simulation: records come back by id, each with its own request's numbers",
+          "[cluster][records]") {
+  // All arrive together and run in one batch; a shorter output finishes earlier, so the
+  // completion order is by output length: 3 (1 token), 1 (2), 2 (50), 0 (200).
+  const auto check_by_id = [](const std::vector<Request>& rs) {
+    ScriptedWorkload w(rs);
+    const SimulationResult r = simulate(single(deployment()), w);
+    REQUIRE(r.records.size() == rs.size());
+    std::map<std::uint64_t, std::int64_t> output;
+    for (const Request& q : rs) output[q.id] = q.output_tokens;
+    auto expected = output.begin();
+    for (const RequestRecord& rec : r.records) {
+      CHECK(rec.id == expected->first);
+      CHECK(rec.output_tokens == expected->second);
+      ++expected;
+    }
+  };
+  SECTION("ids 0..3, finishing 3, 1, 2, 0 (one range: placed by id)") {
+    check_by_id({request(0, 0, 100, 200), request(1, 0, 100, 2), request(2, 0, 100, 50), request(3, 0, 100, 1)});
+  }
+  SECTION("ids with gaps, finishing out of order (sorted)") {
+    check_by_id({request(9, 0, 100, 1), request(2, 0, 100, 120), request(7, 0, 100, 3), request(4, 0, 100, 60)});
+  }
+  SECTION("already in id order (kept)") {
+    check_by_id({request(0, 0, 100, 5), request(1, 0, 100, 6), request(2, 0, 100, 7)});
+  }
+}
