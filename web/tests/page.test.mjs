@@ -92,7 +92,10 @@ try {
 
   // 2. Twenty times the users: the cheapest option must cost more (more or bigger cards).
   await page.fill('#amount', '400');
-  await page.waitForSelector('body[data-state="planning"]');
+  // The page writes the URL and sets data-state "planning" in one synchronous step when the new
+  // plan starts; a plan now takes a few hundred ms, so "planning" itself can come and go between
+  // two polls. Waiting for the URL is race-free, and planOf then waits for that plan's "done".
+  await page.waitForFunction(() => location.search.includes('amount=400'), null, { timeout: 30_000 });
   const big = await planOf(page);
   check(big.length > 0 && big[0].usd > small[0].usd,
     `400 users: the plan changes, cheapest ${big[0]?.option} at $${big[0]?.usd}/hour > $${small[0]?.usd}/hour`);
