@@ -4,7 +4,7 @@
 #include <cassert>
 #include <cmath>
 
-#include "sim/core/radix_sort.h"
+#include <boost/sort/spreadsort/float_sort.hpp>
 
 namespace capsim {
 
@@ -17,12 +17,20 @@ void WeightedSamples::add_run(double value, std::int64_t count) {
 void WeightedSamples::sort_if_needed() const {
   if (sorted_) return;
   // By value only: runs of equal value are merged below, so their order among themselves does
-  // not matter (-0.0 and +0.0 would merge under the first; the samples here are never -0.0). An
-  // LSD radix sort on the values' bits (radix_sort.h) sorts the tens of thousands of runs of a
-  // long run's step times several times faster than a comparison sort. A NaN (never a sample
-  // here) has no order: std::sort then, as before.
-  using Run = std::pair<double, std::int64_t>;
-  if (!radix_sort_by_double(runs_, [](const Run& r) { return r.first; }, /*zero_sign_free=*/false)) {
+  // not matter. Boost's spreadsort (a radix/comparison hybrid) sorts the tens of thousands of
+  // runs of a long run's step times several times faster than std::sort. It needs a total
+  // order: NaN (never a sample here) would break it, so it falls back to std::sort then.
+  const bool ordered = std::none_of(runs_.begin(), runs_.end(),
+                                    [](const std::pair<double, std::int64_t>& r) { return std::isnan(r.first); });
+  if (ordered) {
+    using Run = std::pair<double, std::int64_t>;
+    boost::sort::spreadsort::float_sort(
+        runs_.begin(), runs_.end(),
+        [](const Run& r, unsigned offset) {
+          return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(r.first) >> offset;
+        },
+        [](const Run& a, const Run& b) { return a.first < b.first; });
+  } else {
     std::sort(runs_.begin(), runs_.end());
   }
   // Merge equal neighbours so lookups walk fewer runs.
