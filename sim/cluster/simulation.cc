@@ -30,6 +30,9 @@ namespace {
 // after the front end (docs/cost-model.md#request-path); kStepDone: a replica's step ends;
 // kTimeout: the client gives up on a request (SimulationConfig::request_timeout; payload: its id).
 enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2, kTimeout = 3 };
+// Step ends (one per replica at most) and engine arrivals (requests in the front end) are few at
+// once: they go through EventQueue::push_few, apart from the arrivals a closed loop's thinking
+// users hold (hundreds), and come out in the same order.
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
 // so the grid has at most ~4096 points; point k stands for [k step, (k+1) step) and takes each
@@ -337,7 +340,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
         for (std::size_t l = k + 1; l < started_.size(); ++l) horizon = std::min(horizon, started_[l].second);
         end = replicas_[started_[k].first]->fast_forward(end, horizon, *this);
       }
-      if (end >= 0) queue_.push(end, kStepDone, started_[k].first, 0);
+      if (end >= 0) queue_.push_few(end, kStepDone, started_[k].first, 0);
     }
     return events;
   }
@@ -347,7 +350,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     Replica& r = *replicas_[i];
     if (r.stepping() || !r.has_work()) return;
     const SimTime dur = r.begin_step(now);
-    if (dur > 0) queue_.push(now + dur, kStepDone, i, 0);
+    if (dur > 0) queue_.push_few(now + dur, kStepDone, i, 0);
   }
 
   void live_token(const Sequence& s, SimTime now) {
@@ -415,7 +418,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     if (frontend > 0) {
       const std::uint64_t held = hold(std::move(r));
       replicas_[target]->note_routed();
-      queue_.push(now + frontend, kEngineArrival, target, held);
+      queue_.push_few(now + frontend, kEngineArrival, target, held);
       return;
     }
     deliver(target, std::move(r), now);
@@ -446,7 +449,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       handoff_.add(to_seconds(at - d.arrival));
     }
     replicas_[target]->note_routed();
-    queue_.push(at, kEngineArrival, target, hold(std::move(d)));
+    queue_.push_few(at, kEngineArrival, target, hold(std::move(d)));
   }
 
   void handle_engine_arrival(std::uint32_t target, std::uint64_t slot, SimTime now) {

@@ -76,7 +76,38 @@ std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int6
 
 void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
                                  std::vector<std::int32_t>& table) {
-  for (std::int64_t i = 0; i < n; ++i) take(blocks[i], table);
+  // take() for each, written in place. A free block whose queue predecessor is the next block of
+  // the list starts a run: blocks released together (a sequence's, tail first) sit in the queue
+  // in reverse order, and a chat's next turn takes them back in order. Each run leaves the
+  // queue as one piece; the queue is then the one of unlinking its blocks one by one (the
+  // links of blocks outside the queue mean nothing: they are written when a block rejoins it).
+  if (n <= 0) return;
+  const std::size_t first = table.size();
+  table.resize(first + static_cast<std::size_t>(n));
+  std::int32_t* out = table.data() + first;
+  std::int64_t i = 0;
+  while (i < n) {
+    const std::int32_t b = blocks[i];
+    out[i] = b;
+    if (blocks_[b].ref != 0) {
+      ++blocks_[b].ref;
+      ++i;
+      continue;
+    }
+    blocks_[b].ref = 1;
+    std::int64_t j = i;  // the run is blocks[i..j], in the queue as blocks[j], ..., blocks[i]
+    while (j + 1 < n) {
+      const std::int32_t c = blocks[j + 1];
+      if (blocks_[c].ref != 0 || links_[blocks[j]].prev != c) break;
+      blocks_[c].ref = 1;
+      out[++j] = c;
+    }
+    const std::int32_t prev = links_[blocks[j]].prev, next = links_[b].next;
+    if (prev >= 0) links_[prev].next = next; else head_ = next;
+    if (next >= 0) links_[next].prev = prev; else tail_ = prev;
+    free_count_ -= j - i + 1;
+    i = j + 1;
+  }
 }
 
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
@@ -115,21 +146,27 @@ void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint
                                      std::int64_t from, std::int64_t to) {
   // Cached or not, a freed block joins the tail: the head is evicted first. The freed blocks are
   // linked in a local chain and appended to the queue at the end (the same order as pushing each).
-  for (std::int64_t i = from; i < to; ++i) {
-    (void)publish_unique(table[static_cast<std::size_t>(i)], unique_tag(owner, i));
-  }
+  // Blocks [from, to) are tagged in the same pass (a tag touches its own block only).
   std::int32_t first = -1, last = -1;
   std::int64_t freed = 0;
-  for (std::int64_t i = static_cast<std::int64_t>(table.size()) - 1; i >= 0; --i) {
-    const std::int32_t b = table[static_cast<std::size_t>(i)];
+  const auto drop = [&](std::int32_t b) {
     assert(blocks_[b].ref > 0);
     CAPSIM_INVARIANT(blocks_[b].ref > 0, "KV: releasing a block nobody holds");
-    if (--blocks_[b].ref != 0) continue;
+    if (--blocks_[b].ref != 0) return;
     links_[b].prev = last;
     if (last >= 0) links_[last].next = b; else first = b;
     last = b;
     ++freed;
+  };
+  const std::int64_t n = static_cast<std::int64_t>(table.size());
+  const std::int64_t hi = std::clamp<std::int64_t>(to, 0, n), lo = std::clamp<std::int64_t>(from, 0, hi);
+  for (std::int64_t i = n - 1; i >= hi; --i) drop(table[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = hi - 1; i >= lo; --i) {
+    const std::int32_t b = table[static_cast<std::size_t>(i)];
+    (void)publish_unique(b, unique_tag(owner, i));
+    drop(b);
   }
+  for (std::int64_t i = lo - 1; i >= 0; --i) drop(table[static_cast<std::size_t>(i)]);
   table.clear();
   if (first < 0) return;
   links_[last].next = -1;

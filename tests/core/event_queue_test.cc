@@ -124,6 +124,42 @@ TEST_CASE("event queue: matches a stable sort by time", "[core][event_queue]") {
   CHECK(q.empty());
 }
 
+TEST_CASE("event queue: push_few keeps the order of a single heap", "[core][event_queue]") {
+  // The same pushes, each going to push() or push_few() by a second LCG, pop exactly as from a
+  // queue given every event by push(), interleaved with pops (a simulation pops as it pushes).
+  EventQueue mixed, plain;
+  std::uint32_t lcg = 777, pick = 99;
+  std::size_t popped = 0;
+  for (std::uint32_t i = 0; i < 20000; ++i) {
+    lcg = lcg * 1664525u + 1013904223u;
+    pick = pick * 22695477u + 1u;
+    const SimTime time = static_cast<SimTime>(i / 4 + (lcg >> 26));  // ties and near-ties
+    const bool few = (pick >> 28) < 3;
+    const std::uint64_t a = few ? mixed.push_few(time, i % 5, i, i) : mixed.push(time, i % 5, i, i);
+    REQUIRE(a == plain.push(time, i % 5, i, i));
+    REQUIRE(mixed.size() == plain.size());
+    if ((lcg >> 20) % 3 == 0) {
+      REQUIRE(mixed.top().seq == plain.top().seq);
+      const Event x = mixed.pop(), y = plain.pop();
+      REQUIRE(x.time == y.time);
+      REQUIRE(x.seq == y.seq);
+      REQUIRE(x.payload == y.payload);
+      ++popped;
+    }
+  }
+  CHECK(popped > 5000);
+  while (!plain.empty()) {
+    REQUIRE(!mixed.empty());
+    const Event x = mixed.pop(), y = plain.pop();
+    REQUIRE(x.seq == y.seq);
+    REQUIRE(x.time == y.time);
+  }
+  CHECK(mixed.empty());
+  mixed.push_few(1, 0, 0);
+  mixed.clear();
+  CHECK(mixed.empty());
+}
+
 TEST_CASE("event queue: clear keeps sequence numbers unique", "[core][event_queue]") {
   EventQueue q;
   q.push(1, 0, 0);
