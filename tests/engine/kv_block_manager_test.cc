@@ -4,6 +4,7 @@
 // below follows from those two rules.
 #include "sim/engine/kv_block_manager.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>
@@ -212,3 +213,115 @@ TEST_CASE("kv: a block freed back to the queue and hit again leaves the queue", 
 }
 
 }  // namespace
+
+namespace {
+
+// The free queue as a list, with the rules the manager documents: allocate pops the head,
+// release appends a table's freed blocks from its last to its first, a taken block leaves the
+// queue wherever it is. take_blocks unlinks runs of blocks in one piece; the queue must be the
+// one of taking them one by one.
+struct QueueModel {
+  std::vector<std::int32_t> queue;  // head first
+  std::vector<std::int32_t> ref;
+  explicit QueueModel(std::int32_t n) : ref(static_cast<std::size_t>(n), 0) {
+    for (std::int32_t b = 0; b < n; ++b) queue.push_back(b);
+  }
+  void allocate(std::int64_t n, Table& t) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      t.push_back(queue.front());
+      ref[static_cast<std::size_t>(queue.front())] = 1;
+      queue.erase(queue.begin());
+    }
+  }
+  void take(const Table& blocks, Table& t) {
+    for (const std::int32_t b : blocks) {
+      if (ref[static_cast<std::size_t>(b)]++ == 0) queue.erase(std::find(queue.begin(), queue.end(), b));
+      t.push_back(b);
+    }
+  }
+  void release(Table& t) {
+    for (auto it = t.rbegin(); it != t.rend(); ++it) {
+      if (--ref[static_cast<std::size_t>(*it)] == 0) queue.push_back(*it);
+    }
+    t.clear();
+  }
+};
+
+// The manager's whole free queue, read from a copy (allocating everything pops it in order).
+Table queue_of(const KvBlockManager& kv) {
+  KvBlockManager copy = kv;
+  Table t;
+  REQUIRE(copy.allocate(copy.free_blocks(), t));
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("kv: take_blocks leaves the free queue of taking its blocks one by one", "[engine][kv]") {
+  // Sequences allocate, release and take back what they released (whole, a prefix, with holes,
+  // with blocks others still hold), as chat turns do; a fixed LCG picks the operations.
+  const std::int32_t n = 400;
+  KvBlockManager kv(n, true);
+  QueueModel model(n);
+  std::vector<Table> held, held_model;        // live tables
+  std::vector<Table> released;                // tables as they were released (to take back)
+  std::uint32_t lcg = 4242;
+  const auto next = [&lcg](std::uint32_t m) {
+    lcg = lcg * 1664525u + 1013904223u;
+    return (lcg >> 8) % m;
+  };
+  std::int64_t runs_taken = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const std::uint32_t op = next(3);
+    if (op == 0 && kv.free_blocks() > 0) {
+      const std::int64_t want = 1 + next(static_cast<std::uint32_t>(std::min<std::int64_t>(40, kv.free_blocks())));
+      Table a, b;
+      REQUIRE(kv.allocate(want, a));
+      model.allocate(want, b);
+      REQUIRE(a == b);
+      held.push_back(a);
+      held_model.push_back(b);
+    } else if (op == 1 && !held.empty()) {
+      const std::size_t k = next(static_cast<std::uint32_t>(held.size()));
+      released.push_back(held[k]);
+      kv.release(held[k]);
+      model.release(held_model[k]);
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+      held_model.erase(held_model.begin() + static_cast<std::ptrdiff_t>(k));
+    } else if (op == 2 && !released.empty()) {
+      // Take back a released table's blocks, in order: a prefix, minus some, maybe a block of
+      // another table in the middle; only blocks nobody reallocated since (still distinct).
+      const Table& r = released[next(static_cast<std::uint32_t>(released.size()))];
+      Table list;
+      const std::size_t len = 1 + next(static_cast<std::uint32_t>(r.size()));
+      for (std::size_t i = 0; i < len; ++i) {
+        if (next(8) == 0) continue;
+        list.push_back(r[i]);
+        if (next(16) == 0) list.push_back(static_cast<std::int32_t>(next(n)));
+      }
+      std::sort(list.begin(), list.end());
+      const bool distinct = std::adjacent_find(list.begin(), list.end()) == list.end();
+      if (!distinct || list.empty()) continue;
+      // Back in the released order (the sort was only to check distinctness).
+      Table ordered;
+      for (const std::int32_t b : r) {
+        if (std::binary_search(list.begin(), list.end(), b)) ordered.push_back(b);
+      }
+      for (const std::int32_t b : list) {
+        if (std::find(r.begin(), r.end(), b) == r.end()) ordered.insert(ordered.begin() + static_cast<std::ptrdiff_t>(next(static_cast<std::uint32_t>(ordered.size() + 1))), b);
+      }
+      Table a, b;
+      kv.take_blocks(ordered.data(), static_cast<std::int64_t>(ordered.size()), a);
+      model.take(ordered, b);
+      REQUIRE(a == b);
+      held.push_back(a);
+      held_model.push_back(b);
+      ++runs_taken;
+    }
+    REQUIRE(kv.consistent());
+    REQUIRE(kv.free_blocks() == static_cast<std::int64_t>(model.queue.size()));
+    if (step % 50 == 0) REQUIRE(queue_of(kv) == model.queue);
+  }
+  CHECK(runs_taken > 300);
+  CHECK(queue_of(kv) == model.queue);
+}
