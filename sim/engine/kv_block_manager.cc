@@ -36,27 +36,51 @@ void KvBlockManager::unlink_free(std::int32_t b) {
   --free_count_;
 }
 
+// Makes the memo cover hashes[0, n): keeps its part that agrees with them, then probes the
+// table from there until n hashes are probed or one is missing.
+void KvBlockManager::probe(const std::uint64_t* hashes, std::int64_t n) const {
+  if (memo_version_ != version_) {
+    memo_hashes_.clear();
+    memo_blocks_.clear();
+    memo_version_ = version_;
+  }
+  const auto m = static_cast<std::int64_t>(memo_hashes_.size());
+  std::int64_t k = 0;
+  while (k < n && k < m && memo_hashes_[static_cast<std::size_t>(k)] == hashes[k]) ++k;
+  if (k < m && k < n) {  // the chains differ at k: forget the memo's rest
+    memo_hashes_.resize(static_cast<std::size_t>(k));
+    if (static_cast<std::int64_t>(memo_blocks_.size()) > k) memo_blocks_.resize(static_cast<std::size_t>(k));
+  }
+  // Probed through a miss: nothing past it counts.
+  if (memo_blocks_.size() < memo_hashes_.size()) return;
+  for (std::int64_t i = static_cast<std::int64_t>(memo_hashes_.size()); i < n; ++i) {
+    const std::int32_t b = cached_.find(hashes[i]);
+    memo_hashes_.push_back(hashes[i]);
+    if (b < 0) return;
+    memo_blocks_.push_back(b);
+  }
+}
+
 std::int64_t KvBlockManager::lookup(const std::uint64_t* hashes, std::int64_t n) const {
-  if (!prefix_caching_) return 0;
-  std::int64_t hits = 0;
-  while (hits < n && cached_.contains(hashes[hits])) ++hits;
-  return hits;
+  if (!prefix_caching_ || n <= 0) return 0;
+  probe(hashes, n);
+  return std::min<std::int64_t>(n, static_cast<std::int64_t>(memo_blocks_.size()));
 }
 
 std::int64_t KvBlockManager::hits_in_free_queue(const std::uint64_t* hashes,
                                                 std::int64_t hits) const {
-  std::int64_t n = 0;
-  for (std::int64_t i = 0; i < hits; ++i) n += blocks_[cached_.find(hashes[i])].ref == 0;
-  return n;
+  if (hits <= 0) return 0;
+  probe(hashes, hits);
+  assert(static_cast<std::int64_t>(memo_blocks_.size()) >= hits);
+  return in_free_queue(memo_blocks_.data(), hits);
 }
 
 void KvBlockManager::take_hits(const std::uint64_t* hashes, std::int64_t hits,
                                std::vector<std::int32_t>& table) {
-  for (std::int64_t i = 0; i < hits; ++i) {
-    const std::int32_t b = cached_.find(hashes[i]);
-    assert(b >= 0);
-    take(b, table);
-  }
+  if (hits <= 0) return;
+  probe(hashes, hits);
+  assert(static_cast<std::int64_t>(memo_blocks_.size()) >= hits);
+  for (std::int64_t i = 0; i < hits; ++i) take(memo_blocks_[static_cast<std::size_t>(i)], table);
 }
 
 std::int64_t KvBlockManager::lookup_unique(const std::vector<std::int32_t>& blocks,
@@ -135,7 +159,10 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
 
 void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
   if (!prefix_caching_ || blocks_[block].hash != 0 || blocks_[block].tag != 0) return;
-  if (cached_.insert(hash, block)) blocks_[block].hash = hash;
+  if (cached_.insert(hash, block)) {
+    blocks_[block].hash = hash;
+    ++version_;
+  }
 }
 
 void KvBlockManager::release(std::vector<std::int32_t>& table) {

@@ -106,6 +106,7 @@ class KvBlockManager {
   void forget(std::int32_t b) {
     if (blocks_[b].hash != 0) {
       cached_.erase_if(blocks_[b].hash, b);
+      ++version_;
       blocks_[b].hash = 0;
     } else {
       blocks_[b].tag = 0;  // a unique-content block: its tag is lost the same way
@@ -140,6 +141,17 @@ class KvBlockManager {
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;
   FlatHashMap cached_;  // block hash -> block id
+  // The last hash chain looked up, as far as it was probed: memo_hashes_ (its first memo_hits_
+  // found at memo_blocks_, then at most one miss), valid while cached_ is unchanged (version_,
+  // bumped by every insert and erase, equals memo_version_). Every request of a group starts
+  // with the same system-prompt chain, and with stream blocks (replica.h) those are the only
+  // hashed blocks, rarely inserted or evicted: lookups, hits_in_free_queue and take_hits then
+  // compare hashes instead of probing the table. The answers are the table's.
+  void probe(const std::uint64_t* hashes, std::int64_t n) const;
+  std::uint64_t version_ = 0;
+  mutable std::uint64_t memo_version_ = ~std::uint64_t{0};
+  mutable std::vector<std::uint64_t> memo_hashes_;
+  mutable std::vector<std::int32_t> memo_blocks_;
 };
 
 }  // namespace capsim

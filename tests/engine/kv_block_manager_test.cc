@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace {
@@ -324,4 +325,73 @@ TEST_CASE("kv: take_blocks leaves the free queue of taking its blocks one by one
   }
   CHECK(runs_taken > 300);
   CHECK(queue_of(kv) == model.queue);
+}
+
+TEST_CASE("kv: lookups, hits and takes by hash agree with the hash table as it changes",
+          "[engine][kv][prefix]") {
+  // KvBlockManager remembers the last chain it probed while its table is unchanged; every
+  // answer must be the table's. A map mirrors the table: a block registered under a hash no
+  // block holds gets it, and an allocation evicts the hash of each block it hands out.
+  const std::int32_t n = 300;
+  KvBlockManager kv(n, true);
+  std::map<std::uint64_t, std::int32_t> table;
+  std::vector<std::uint64_t> hash_of(static_cast<std::size_t>(n), 0);
+  std::vector<Table> held;
+  std::uint32_t lcg = 99;
+  const auto next = [&lcg](std::uint32_t m) {
+    lcg = lcg * 1664525u + 1013904223u;
+    return (lcg >> 8) % m;
+  };
+  // Four chains of 24 hashes; chains 0-1 share their first 10 (a system prompt).
+  std::vector<std::vector<std::uint64_t>> chains(4);
+  for (std::uint64_t c = 0; c < 4; ++c) {
+    for (std::uint64_t i = 0; i < 24; ++i) chains[c].push_back(c == 1 && i < 10 ? chains[0][i] : 1000 * (c + 1) + i + 1);
+  }
+  std::int64_t hits_seen = 0;
+  for (int step = 0; step < 4000; ++step) {
+    const std::uint32_t op = next(6);
+    if (op == 0 && kv.free_blocks() > 0) {
+      Table t;
+      REQUIRE(kv.allocate(1 + next(static_cast<std::uint32_t>(std::min<std::int64_t>(12, kv.free_blocks()))), t));
+      for (const std::int32_t b : t) {
+        if (hash_of[static_cast<std::size_t>(b)] != 0) table.erase(hash_of[static_cast<std::size_t>(b)]);
+        hash_of[static_cast<std::size_t>(b)] = 0;
+      }
+      held.push_back(t);
+    } else if (op == 1 && !held.empty()) {
+      const std::size_t k = next(static_cast<std::uint32_t>(held.size()));
+      kv.release(held[k]);
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+    } else if (op == 2 && !held.empty()) {
+      const Table& t = held[next(static_cast<std::uint32_t>(held.size()))];
+      if (t.empty()) continue;
+      const std::int32_t b = t[next(static_cast<std::uint32_t>(t.size()))];
+      const std::uint64_t h = chains[next(4)][next(24)];
+      kv.register_block(b, h);
+      if (hash_of[static_cast<std::size_t>(b)] == 0 && table.count(h) == 0) {
+        table[h] = b;
+        hash_of[static_cast<std::size_t>(b)] = h;
+      }
+    } else {
+      const std::vector<std::uint64_t>& c = chains[next(4)];
+      const auto len = static_cast<std::int64_t>(1 + next(24));
+      std::int64_t want = 0;
+      Table blocks;
+      while (want < len && table.count(c[static_cast<std::size_t>(want)])) {
+        blocks.push_back(table[c[static_cast<std::size_t>(want)]]);
+        ++want;
+      }
+      REQUIRE(kv.lookup(c.data(), len) == want);
+      hits_seen += want;
+      if (op == 4) REQUIRE(kv.hits_in_free_queue(c.data(), want) == kv.in_free_queue(blocks.data(), want));
+      if (op == 5) {
+        Table t;
+        kv.take_hits(c.data(), want, t);
+        REQUIRE(t == blocks);
+        held.push_back(t);
+      }
+    }
+    REQUIRE(kv.consistent());
+  }
+  CHECK(hits_seen > 1000);
 }
