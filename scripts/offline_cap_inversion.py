@@ -71,6 +71,25 @@ def invert(v, cs, m, tp, isl, osl, measured):
     return rec
 
 
+def summary(out):
+    """The TP>1 decode-heavy (OSL >= ISL) KV-capped rows: all models, then Llama-70B alone."""
+    base = [r for r in out if r["tp"] > 1 and r["osl"] >= r["isl"] and r["kv_capped"]]
+    for label, rows in (("all models", base),
+                        ("Llama-70B", [r for r in base if "70b" in r["model"]])):
+        over = [r for r in rows if r["needed_cap"] is not None]
+        if not over:
+            continue
+        d = sorted(r["deficit_gb"] for r in over)
+        ratio = sorted(r["needed_cap"] / r["cap"] for r in over)
+        big = [r["deficit_gb"] for r in over if r["predicted"] > 1.15 * r["measured"]]
+        print(f"\nTP>1 decode-heavy KV-capped rows, {label}: {len(rows)}, capsim over-predicts "
+              f"{len(over)}; implied deficit {d[0]:.1f} / {statistics.median(d):.1f} / "
+              f"{d[-1]:.1f} GB per GPU (min / median / max); needed cap / capsim cap "
+              f"{ratio[0]:.2f} / {statistics.median(ratio):.2f} / {ratio[-1]:.2f}; "
+              f"{len(big)} rows over +15% need at least "
+              f"{min(big) if big else float('nan'):.1f} GB")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capsim", default=os.path.join(V.REPO, "build", "capsim"))
@@ -91,15 +110,7 @@ def main():
               f"| {r['cap']}{'' if r['kv_capped'] else ' (max_batch_size)'} | {signed:+.1f} | "
               f"{r['needed_cap'] if r['needed_cap'] is not None else '-'} | "
               f"{r.get('deficit_gb', '-')}")
-    sel = [r for r in out if r["tp"] > 1 and r["osl"] >= r["isl"] and r["kv_capped"]
-           and r["needed_cap"] is not None]
-    if sel:
-        d = sorted(r["deficit_gb"] for r in sel)
-        ratio = sorted(r["needed_cap"] / r["cap"] for r in sel)
-        print(f"\nTP>1 decode-heavy KV-capped rows capsim over-predicts: {len(sel)}; implied "
-              f"deficit {d[0]:.1f} / {statistics.median(d):.1f} / {d[-1]:.1f} GB per GPU "
-              f"(min / median / max); needed cap / capsim cap {ratio[0]:.2f} / "
-              f"{statistics.median(ratio):.2f} / {ratio[-1]:.2f}")
+    summary(out)
     builds = {}
     for r in out:
         if r["tp"] > 1:
