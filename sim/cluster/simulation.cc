@@ -332,10 +332,12 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     // next event and the other steps begun now. Steps are pushed in replica order, as stepping
     // one by one pushes them, so events at equal times keep their order. Off in live mode:
     // requests arrive from outside (the queue's next event is no safe stopping point) and
-    // live clients need one event per token (implicit decode is off there as well).
+    // live clients need one event per token (implicit decode is off there as well). Not after
+    // an early stop either: the run ends at this instant, and stepping one by one would not
+    // have run (or recorded) the steps after it.
     for (std::size_t k = 0; k < started_.size(); ++k) {
       SimTime end = started_[k].second;
-      if (cfg_.skip_ahead && !live_) {
+      if (cfg_.skip_ahead && !live_ && stopped_.empty()) {
         SimTime horizon = queue_.empty() ? std::numeric_limits<SimTime>::max() : queue_.top().time;
         for (std::size_t l = k + 1; l < started_.size(); ++l) horizon = std::min(horizon, started_[l].second);
         end = replicas_[started_[k].first]->fast_forward(end, horizon, *this);

@@ -8,6 +8,7 @@
 
 #include "sim/plan/search.h"
 #include "sim/scenario/scenario.h"
+#include "tests/cluster/result_fingerprint.h"
 
 namespace {
 
@@ -109,4 +110,32 @@ TEST_CASE("early stop: a run that meets its SLO runs to its end, unchanged", "[c
   CHECK(early.e2el.mean == full.e2el.mean);
   CHECK(early.steps == full.steps);
   CHECK(full.ttft.p95 < 0.5);
+}
+
+// A run stopped early ends at the completion that stopped it. Skip-ahead must not run the
+// replicas' steps past that instant (stepping one by one would not have run them): before, it
+// did, and the run closed its statistics at the stop while a replica had recorded later steps
+// (a negative last interval in the time-weighted statistics; an assertion in checked builds).
+// Here every request misses a TPOT bound of 1 ms, so the run stops at its 200th measured
+// completion, while the replica decodes an idle-queue batch that skip-ahead would step through.
+TEST_CASE("early stop: skip-ahead stops where stepping one by one stops", "[cluster][early-stop]") {
+  scenario::ScenarioSpec s = overloaded();
+  s.rate = "1";
+  s.requests = 400;
+  s.slos = {scenario::parse_slo_expression("tpot_p95<=1ms", "test")};
+  scenario::BuiltScenario b1 = scenario::build_scenario(s);
+  b1.config.early_stop = plan::early_stop_rules(s);
+  b1.config.skip_ahead = false;
+  const SimulationResult stepped = simulate(b1.config, *b1.workload);
+  scenario::BuiltScenario b2 = scenario::build_scenario(s);
+  b2.config.early_stop = plan::early_stop_rules(s);
+  b2.config.skip_ahead = true;
+  const SimulationResult skipping = simulate(b2.config, *b2.workload);
+  REQUIRE_FALSE(stepped.stopped_early.empty());
+  CHECK(skipping.stopped_early == stepped.stopped_early);
+  CHECK(stepped.completed >= 200);
+  CHECK(stepped.completed < 400);
+  CHECK(skipping.steps == stepped.steps);
+  const std::string a = test::fingerprint(stepped), b = test::fingerprint(skipping);
+  if (a != b) FAIL(test::first_difference(a, "stepped", b, "skipping"));
 }
