@@ -115,16 +115,19 @@ void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint
                                      std::int64_t from, std::int64_t to) {
   // Cached or not, a freed block joins the tail: the head is evicted first. The freed blocks are
   // linked in a local chain and appended to the queue at the end (the same order as pushing each).
-  for (std::int64_t i = from; i < to; ++i) {
-    (void)publish_unique(table[static_cast<std::size_t>(i)], unique_tag(owner, i));
-  }
+  // Tagging and releasing share the one walk: publishing a block reads and writes only that
+  // block's hash and tag, never a reference count, so tagging table[i] just before releasing it
+  // leaves every block as tagging them all first would (a table holds a block once).
   std::int32_t first = -1, last = -1;
   std::int64_t freed = 0;
+  if (!prefix_caching_) to = from;  // publish_unique is a no-op without prefix caching
   for (std::int64_t i = static_cast<std::int64_t>(table.size()) - 1; i >= 0; --i) {
     const std::int32_t b = table[static_cast<std::size_t>(i)];
-    assert(blocks_[b].ref > 0);
-    CAPSIM_INVARIANT(blocks_[b].ref > 0, "KV: releasing a block nobody holds");
-    if (--blocks_[b].ref != 0) continue;
+    Block& k = blocks_[static_cast<std::size_t>(b)];
+    if (i < to && i >= from && (k.hash | k.tag) == 0) k.tag = unique_tag(owner, i);  // publish_unique
+    assert(k.ref > 0);
+    CAPSIM_INVARIANT(k.ref > 0, "KV: releasing a block nobody holds");
+    if (--k.ref != 0) continue;
     links_[b].prev = last;
     if (last >= 0) links_[last].next = b; else first = b;
     last = b;
