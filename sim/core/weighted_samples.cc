@@ -8,12 +8,6 @@
 
 namespace capsim {
 
-void WeightedSamples::add_run(double value, std::int64_t count) {
-  if (!runs_.empty() && value < runs_.back().first) sorted_ = false;
-  runs_.emplace_back(value, count);
-  total_ += count;
-}
-
 void WeightedSamples::sort_if_needed() const {
   if (sorted_) return;
   // By value only: runs of equal value are merged below, so their order among themselves does

@@ -28,14 +28,27 @@ class WeightedSamples {
   double stddev() const;  // population
   double percentile(double p) const;  // REQUIRES: !empty(), 0 <= p <= 100
   double min() const { return percentile(0); }
-  // Adds every sample of this set to `other`.
+  // Adds every sample of this set to `other`. Into an empty set this is a copy of the runs as
+  // they stand: consecutive runs never hold equal values (add() extends a run instead, a sort
+  // merges them), so adding them one by one would rebuild exactly these runs.
   void merge_into(WeightedSamples& other) const {
+    if (other.runs_.empty()) {
+      other.runs_ = runs_;
+      other.sorted_ = sorted_;
+      other.total_ = total_;
+      return;
+    }
     for (const auto& [v, c] : runs_) other.add(v, c);
   }
   double max() const { return percentile(100); }
 
  private:
-  void add_run(double value, std::int64_t count);  // a new run (add's slow path)
+  // A new run (add's other path; inline too: every step adds one or two).
+  void add_run(double value, std::int64_t count) {
+    if (!runs_.empty() && value < runs_.back().first) sorted_ = false;
+    runs_.emplace_back(value, count);
+    total_ += count;
+  }
   void sort_if_needed() const;
 
   mutable std::vector<std::pair<double, std::int64_t>> runs_;

@@ -84,3 +84,45 @@ TEST_CASE("samples: a -0.0 among the values keeps std::sort's order", "[core][st
   for (std::size_t i = 0; i < got.size(); ++i) same_signs = same_signs && got[i] == expected[i] && std::signbit(got[i]) == std::signbit(expected[i]);
   CHECK(same_signs);
 }
+
+TEST_CASE("weighted samples: merging into an empty set equals adding its runs one by one",
+          "[core][stats]") {
+  // merge_into copies the runs when the target is empty. Adding them one by one (what it did
+  // before, and still does into a non-empty set) builds the set that adding the original samples
+  // builds, so the copy must give that set's statistics bit for bit: the mean first (its sum
+  // follows the runs' order, insertion or sorted), then percentiles and the standard deviation;
+  // with -0.0 and +0.0 among the values and runs extended in place.
+  std::mt19937_64 rng(5);
+  std::lognormal_distribution<double> d(-3.0, 0.5);
+  std::vector<std::pair<double, std::int64_t>> adds;
+  for (int i = 0; i < 3000; ++i) {
+    const double x = i % 301 == 3 ? (i % 2 ? -0.0 : 0.0) : d(rng);
+    adds.emplace_back(x, 1 + i % 3);
+    if (i % 5 == 0) adds.emplace_back(x, 2);  // extends the run just added
+  }
+  const auto build = [&] {
+    WeightedSamples w;
+    for (const auto& [x, c] : adds) w.add(x, c);
+    return w;
+  };
+  const auto same = [](double a, double b) { return a == b && std::signbit(a) == std::signbit(b); };
+  for (const bool sort_first : {false, true}) {
+    WeightedSamples source = build(), expected = build();
+    if (sort_first) {
+      (void)source.percentile(50);
+      (void)expected.percentile(50);
+    }
+    WeightedSamples copied;
+    source.merge_into(copied);
+    CHECK(copied.size() == expected.size());
+    CHECK(same(copied.mean(), expected.mean()));
+    for (const double p : {0.0, 10.0, 50.0, 90.0, 99.0, 100.0}) CHECK(same(copied.percentile(p), expected.percentile(p)));
+    CHECK(same(copied.stddev(), expected.stddev()));
+    // Into a non-empty set the runs are added one by one: one sample more than the source.
+    WeightedSamples two;
+    two.add(expected.max());
+    source.merge_into(two);
+    CHECK(two.size() == expected.size() + 1);
+    CHECK(two.max() == expected.max());
+  }
+}
