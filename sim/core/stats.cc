@@ -60,10 +60,12 @@ void Samples::sort_if_needed() const {
   if (!sorted_) {
     // Boost's spreadsort (a radix/comparison hybrid) sorts a run's thousands of latencies
     // several times faster than std::sort, to the same sequence of values, given a total order
-    // in which -0.0 and +0.0 are equal as for `<`: with a NaN (no order) or a -0.0 (spreadsort
-    // orders by bits, before +0.0) std::sort keeps today's sequence.
+    // in which -0.0 and +0.0 are equal as for `<`. Only non-negative values go to it: with a NaN
+    // (no order) or a -0.0 (spreadsort orders by bits, before +0.0) the sequence would differ,
+    // and a value with the sign bit set (-0.0, a tiny negative) overflows its signed range
+    // arithmetic (UBSan: float_sort.hpp). Latencies are never negative; std::sort takes the rest.
     const bool total = std::none_of(values_.begin(), values_.end(),
-                                    [](double x) { return std::isnan(x) || (x == 0 && std::signbit(x)); });
+                                    [](double x) { return std::isnan(x) || std::signbit(x); });
     if (total) {
       boost::sort::spreadsort::float_sort(values_.begin(), values_.end());
     } else {

@@ -12,10 +12,13 @@ void WeightedSamples::sort_if_needed() const {
   if (sorted_) return;
   // By value only: runs of equal value are merged below, so their order among themselves does
   // not matter. Boost's spreadsort (a radix/comparison hybrid) sorts the tens of thousands of
-  // runs of a long run's step times several times faster than std::sort. It needs a total
-  // order: NaN (never a sample here) would break it, so it falls back to std::sort then.
-  const bool ordered = std::none_of(runs_.begin(), runs_.end(),
-                                    [](const std::pair<double, std::int64_t>& r) { return std::isnan(r.first); });
+  // runs of a long run's step times several times faster than std::sort. Only non-negative
+  // values go to it (step times, gaps and batch sizes always are): NaN has no order, and a value
+  // with the sign bit set (-0.0, a tiny negative) overflows its signed range arithmetic (UBSan:
+  // float_sort.hpp), so those sets fall back to std::sort.
+  const bool ordered = std::none_of(runs_.begin(), runs_.end(), [](const std::pair<double, std::int64_t>& r) {
+    return std::isnan(r.first) || std::signbit(r.first);
+  });
   if (ordered) {
     using Run = std::pair<double, std::int64_t>;
     boost::sort::spreadsort::float_sort(

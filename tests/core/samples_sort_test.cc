@@ -126,3 +126,24 @@ TEST_CASE("weighted samples: merging into an empty set equals adding its runs on
     CHECK(two.max() == expected.max());
   }
 }
+
+TEST_CASE("samples and weighted samples: negative values sort as std::sort does", "[core][stats]") {
+  // A value with the sign bit set (here the smallest subnormals) goes to std::sort: spreadsort's
+  // signed range arithmetic overflows on such bit patterns (UBSan reported it on -0.0).
+  const std::vector<double> xs = {0.75, -4.9e-324, 0.25, 1.0, -0.5, 4.9e-324, 0.5};
+  Samples s;
+  WeightedSamples w;
+  for (double x : xs) {
+    s.add(x);
+    w.add(x, 2);
+  }
+  std::vector<double> sorted = xs;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(s.percentile(0) == -0.5);
+  CHECK(s.percentile(100) == 1.0);
+  // numpy's linear rank: 50% of 6 gaps is the 4th smallest (index 3).
+  CHECK(s.percentile(50) == sorted[3]);
+  CHECK(w.percentile(0) == -0.5);
+  CHECK(w.percentile(50) == sorted[3]);  // 14 samples, rank 6.5: both neighbours are sorted[3]
+  CHECK(w.max() == 1.0);
+}
