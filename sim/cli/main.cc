@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "sim/cli/allocator_tuning.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/core/error.h"
@@ -10,6 +11,8 @@
 
 int main(int argc, char** argv) {
   using namespace capsim::cli;
+  // Before the run allocates and before any thread exists (sim/cli/allocator_tuning.h).
+  tune_allocator();
   CLI::App app{"capsim: how many GPUs of which type serve model M to N users, and at what cost"};
   app.require_subcommand(0, 1);
   // Set as soon as it is parsed: subcommand callbacks run inside parse() and need it.

@@ -1,0 +1,37 @@
+// How the capsim executable sets up glibc's allocator before it allocates anything.
+//
+// Why: a run grows vectors of per-request records and per-step samples to tens or hundreds of
+// MiB. With glibc's defaults every block past 128 KiB is a fresh mmap and every freed one goes
+// back to the kernel, so the same memory is faulted in again, 4 KiB at a time; on the virtual
+// machines capsim runs on a minor fault costs ~6 us (the issue #12 workload at 100k requests:
+// 21,750 faults, a third of its 0.45 s). Keeping freed memory (mmap and trim thresholds of
+// 256 MiB), growing the heap 64 MiB at a time and asking for transparent huge pages on it takes
+// that run to ~600 faults and ~0.19 s (docs/scale.md, "The allocator"). The output does not
+// depend on where memory comes from: it is byte-identical either way.
+#pragma once
+
+#include <cstddef>
+
+namespace capsim::cli {
+
+// CAPSIM_MALLOC_TUNING=off keeps glibc's defaults.
+extern const char* const kAllocatorTuningOptOut;
+
+// Whether this build runs under a sanitizer's allocator (then nothing is tuned).
+bool built_with_sanitizer();
+
+// What tune_allocator did: whether it set the thresholds, and how many bytes of the heap it
+// asked transparent huge pages for (0 where the kernel or the heap's layout did not allow it).
+struct AllocatorTuning {
+  bool thresholds_set = false;
+  std::size_t huge_page_bytes = 0;
+};
+
+// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), reserves the
+// main heap's first 128 MiB at once and marks it MADV_HUGEPAGE (untouched pages cost nothing:
+// the resident size grows only as memory is used). Call first thing in main(), before threads
+// exist: only the main arena is tuned (a worker thread's arena keeps its own heaps, which only
+// the thresholds reach). Does nothing when opted out, under a sanitizer or without glibc.
+AllocatorTuning tune_allocator();
+
+}  // namespace capsim::cli
