@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "sim/cli/allocator_tuning.h"
+#include "sim/core/allocator_tuning.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/core/error.h"
@@ -11,8 +11,8 @@
 
 int main(int argc, char** argv) {
   using namespace capsim::cli;
-  // Before the run allocates and before any thread exists (sim/cli/allocator_tuning.h).
-  tune_allocator();
+  // Before the run allocates and before any thread exists (sim/core/allocator_tuning.h).
+  capsim::tune_allocator();
   CLI::App app{"capsim: how many GPUs of which type serve model M to N users, and at what cost"};
   app.require_subcommand(0, 1);
   // Set as soon as it is parsed: subcommand callbacks run inside parse() and need it.

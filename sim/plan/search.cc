@@ -14,6 +14,7 @@
 #include <ctime>
 
 #include "sim/scenario/simulate_report.h"
+#include "sim/core/allocator_tuning.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
@@ -707,7 +708,12 @@ void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(s
   };
   const unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(jobs)));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(worker);
+  for (unsigned t = 1; t < n; ++t) {
+    pool.emplace_back([&worker] {
+      tune_thread_heap();  // this thread's own arena on huge pages too, as main's heap is
+      worker();
+    });
+  }
   std::thread watcher;
   std::atomic<bool> stop{false};
   if (progress) {

@@ -1,11 +1,12 @@
-// The capsim executable's allocator set-up (sim/cli/allocator_tuning.h): what it sets, that the
+// The capsim executable's allocator set-up (sim/core/allocator_tuning.h): what it sets, that the
 // output does not change with it, and that a run really faults in fewer pages.
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <thread>
 
-#include "sim/cli/allocator_tuning.h"
+#include "sim/core/allocator_tuning.h"
 #include "tests/check/cli_run.h"
 
 namespace {
@@ -24,10 +25,10 @@ bool huge_pages_offered() {
 
 }  // namespace
 
-TEST_CASE("allocator tuning: thresholds set and the heap's first 128 MiB on huge pages", "[cli][allocator]") {
+TEST_CASE("allocator tuning: thresholds set, the main heap and a thread's heap on huge pages", "[cli][allocator]") {
   // This test process is as good a glibc process as capsim's; each test case runs in its own.
-  const auto done = capsim::cli::tune_allocator();
-  if (capsim::cli::built_with_sanitizer()) {
+  const auto done = capsim::tune_allocator();
+  if (capsim::built_with_sanitizer()) {
     CHECK_FALSE(done.thresholds_set);
     CHECK(done.huge_page_bytes == 0);
     return;
@@ -38,6 +39,18 @@ TEST_CASE("allocator tuning: thresholds set and the heap's first 128 MiB on huge
     // between 190 and 192 MiB.
     CHECK(done.huge_page_bytes >= std::size_t{190} << 20);
     CHECK(done.huge_page_bytes <= std::size_t{192} << 20);
+  }
+  // A worker thread's own arena: a 48 MiB block, its whole 2 MiB pages marked (46-48 MiB), once.
+  std::size_t first = 0, again = 1;
+  std::thread worker([&] {
+    first = capsim::tune_thread_heap();
+    again = capsim::tune_thread_heap();
+  });
+  worker.join();
+  CHECK(again == 0);
+  if (huge_pages_offered()) {
+    CHECK(first >= std::size_t{46} << 20);
+    CHECK(first <= std::size_t{48} << 20);
   }
 }
 
@@ -62,7 +75,7 @@ TEST_CASE("allocator tuning: the same output, fewer page faults", "[cli][allocat
   // the count is checked only where the kernel offers them; a sanitizer build tunes nothing.
   const bool huge_pages = huge_pages_offered();
   if (!huge_pages) WARN("transparent huge pages not offered here: fault count not checked");
-  if (!capsim::cli::built_with_sanitizer() && huge_pages) {
+  if (!capsim::built_with_sanitizer() && huge_pages) {
     INFO("minor faults: glibc defaults " << (f1 - f0) << ", tuned " << (f2 - f1));
     CHECK((f2 - f1) * 10 < (f1 - f0) * 9);
   }

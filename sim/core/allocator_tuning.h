@@ -1,4 +1,5 @@
-// How the capsim executable sets up glibc's allocator before it allocates anything.
+// How the capsim executable sets up glibc's allocator before it allocates anything, and how the
+// library's worker threads extend that to their own heaps.
 //
 // Why: a run grows vectors of per-request records and per-step samples to tens or hundreds of
 // MiB. With glibc's defaults every block past 128 KiB is a fresh mmap and every freed one goes
@@ -12,7 +13,7 @@
 
 #include <cstddef>
 
-namespace capsim::cli {
+namespace capsim {
 
 // CAPSIM_MALLOC_TUNING=off keeps glibc's defaults.
 extern const char* const kAllocatorTuningOptOut;
@@ -30,8 +31,15 @@ struct AllocatorTuning {
 // Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), reserves the
 // main heap's first 128 MiB at once and marks it MADV_HUGEPAGE (untouched pages cost nothing:
 // the resident size grows only as memory is used). Call first thing in main(), before threads
-// exist: only the main arena is tuned (a worker thread's arena keeps its own heaps, which only
-// the thresholds reach). Does nothing when opted out, under a sanitizer or without glibc.
+// exist. Does nothing when opted out, under a sanitizer or without glibc; a program that links
+// the library and never calls it keeps glibc's defaults, and tune_thread_heap then does nothing.
 AllocatorTuning tune_allocator();
 
-}  // namespace capsim::cli
+// For a worker thread, at its start (sim/plan's parallel runs): a thread allocates from its own
+// glibc arena, whose heaps are glibc's mmaps that tune_allocator cannot reach. Once tune_allocator
+// has run, this takes a 48 MiB block from the thread's arena, marks its whole 2 MiB pages
+// MADV_HUGEPAGE and frees it (below the trim threshold it stays the arena's). Returns the bytes
+// marked: 0 when not tuned, already done on this thread, or not possible.
+std::size_t tune_thread_heap();
+
+}  // namespace capsim
