@@ -32,10 +32,19 @@ void write_text_file(const std::string& path, const std::string& text, const std
     std::cout.flush();
     return;
   }
-  // A symlink is followed: the file it names is the one written (and replaced atomically when it
-  // is a regular file), the link stays. Anything that exists and is not a regular file (a FIFO,
-  // /dev/null, a terminal) is written in place.
+  // Anything that exists and is not a regular file (a FIFO, /dev/null, a terminal, a pipe or a
+  // socket) is written in place, through the path as given: stat() follows every link, /proc's
+  // too (/dev/stdout -> /proc/self/fd/1 -> "pipe:[...]", which names no file: only the kernel's
+  // own lookup gets from the path to the pipe, so `--json /dev/stdout | jq` must open the path).
   std::error_code ec;
+  const fs::file_status followed = fs::status(path, ec);
+  if (fs::is_directory(followed)) throw Error(flag + ": cannot write " + path + ": is a directory");
+  if (fs::exists(followed) && !fs::is_regular_file(followed)) {
+    write_in_place(path, text, flag);
+    return;
+  }
+  // A symlink to a regular file (or to none yet) is followed: the file it names is the one
+  // replaced atomically (or created), the link stays.
   fs::path target = path;
   for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
     // One link at a time, so a dangling link still names the file to create.

@@ -71,6 +71,27 @@ TEST_CASE("output: a FIFO is written in place and stays a FIFO", "[report][outpu
   CHECK(entries == 1);  // nothing created beside it
 }
 
+TEST_CASE("output: a pipe behind /proc's magic links is written in place", "[report][output]") {
+  // `capsim simulate --json /dev/stdout | jq`: /dev/stdout -> /proc/self/fd/1 -> "pipe:[N]", a
+  // link target that names no file. Here the pipe is this process's own, reached the same way.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string via_proc = "/proc/self/fd/" + std::to_string(fds[1]);
+  if (!fs::exists(via_proc)) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    WARN("no /proc here: " << via_proc << " not checked");
+    return;
+  }
+  capsim::write_text_file(via_proc, "{\"a\": 1}\n", "--json");  // shorter than a pipe's buffer
+  ::close(fds[1]);
+  std::string got;
+  char buf[64];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  CHECK(got == "{\"a\": 1}\n");
+}
+
 TEST_CASE("output: a directory is refused with the flag's name", "[report][output]") {
   capsim_test::TempDir dir("out");
   try {
