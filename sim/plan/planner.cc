@@ -211,9 +211,10 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           const bool cost_capped = c.max_replicas < std::max(1, space.max_cards / c.tp);
           c.reason = cost_capped
                          ? "not among the " + std::to_string(space.top) + " cheapest: misses the SLOs with the " +
-                               std::to_string(c.max_replicas) + " replicas that would still rank"
+                               std::to_string(c.max_replicas) + (c.max_replicas == 1 ? " replica" : " replicas") +
+                               " that would still rank"
                          : "misses the SLOs even with " + std::to_string(c.search.best.replicas) +
-                               " replicas (--max-cards " + std::to_string(space.max_cards) + "); worst: " +
+                               (c.search.best.replicas == 1 ? " replica" : " replicas") + " (--max-cards " + std::to_string(space.max_cards) + "); worst: " +
                                c.search.best.verdict.worst + " at " +
                                fmt("%.1f", c.search.best.verdict.worst_ratio) + "x its bound, limited by " +
                                binding_resource(c.search.best.result) +
