@@ -18,7 +18,13 @@ struct Fingerprint {
     std::snprintf(buf, sizeof buf, " %s=%a", name, v);
     text += buf;
   }
-  void add(const char* name, std::int64_t v) { text += " " + std::string(name) + "=" + std::to_string(v); }
+  void add(const char* name, std::int64_t v) {
+    // Appended piece by piece: " " + std::string(name) trips GCC 12's -Wrestrict false positive.
+    text += ' ';
+    text += name;
+    text += '=';
+    text += std::to_string(v);
+  }
   void add(const char* name, const Percentiles& p) {
     text += std::string("\n") + name + ":";
     add("mean", p.mean); add("median", p.median); add("std", p.std); add("p90", p.p90);
