@@ -4,21 +4,147 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 
 namespace capsim {
 
+namespace {
+
+// yaml-cpp's scanner spends ~1,100 instructions per character; a card or engine file is mostly
+// its `references:` block of long one-line citations (the engine profile: 4 of its 6 KB), read
+// on every run's start-up. When that block is nothing but `  key: "text"` lines (text without
+// `"` or `\`, so yaml-cpp's value is the text as written) and comment or blank lines, each
+// citation is lifted out and yaml-cpp reads `  key: ""` in its place: the same lines, keys and
+// columns, so every other node and every error mark is as before. The caller checks that
+// yaml-cpp saw exactly these keys, in this order, as the references mapping, and puts the
+// texts back into the tree; anything else is parsed again from the original text.
+struct LiftedReferences {
+  std::string text;                                          // what yaml-cpp reads
+  std::vector<std::pair<std::string, std::string>> entries;  // in file order
+};
+
+bool is_key_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '.';
+}
+
+// Splits `line` as `  key: "value"` (exactly two spaces, a key of [A-Za-z0-9_.-] not starting
+// with '-' or '.', one space, a double-quoted value without '"', '\' or control characters).
+bool split_reference(std::string_view line, std::string_view& key, std::string_view& value) {
+  if (line.size() < 7 || line[0] != ' ' || line[1] != ' ' || !is_key_char(line[2]) || line[2] == '-' ||
+      line[2] == '.') {
+    return false;
+  }
+  std::size_t i = 2;
+  while (i < line.size() && is_key_char(line[i])) ++i;
+  if (line.substr(i, 3) != ": \"" || line.back() != '"' || line.size() < i + 4) return false;
+  key = line.substr(2, i - 2);
+  value = line.substr(i + 3, line.size() - i - 4);
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\' || u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
+// Empty `entries` when the file has no such block (or one the fast path does not take).
+LiftedReferences lift_references(const std::string& text) {
+  LiftedReferences out;
+  std::size_t block = std::string::npos;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t eol = std::min(text.find('\n', pos), text.size());
+    const std::string_view line(text.data() + pos, eol - pos);
+    if (line.rfind("references:", 0) == 0 && line.find_first_not_of(' ', 11) == std::string_view::npos) {
+      if (block != std::string::npos) return {};  // a second top-level `references:`
+      block = eol + 1;
+    }
+    pos = eol + 1;
+  }
+  if (block == std::string::npos || block > text.size()) return {};
+  out.text.reserve(text.size());
+  out.text.append(text, 0, block);
+  std::size_t pos = block;
+  for (; pos < text.size();) {
+    const std::size_t eol = std::min(text.find('\n', pos), text.size());
+    std::string_view line(text.data() + pos, eol - pos);
+    if (!line.empty() && line.back() == '\r') return {};
+    const std::size_t first = line.find_first_not_of(' ');
+    if (first == std::string_view::npos || line[first] == '#') {
+      if (first == 0) break;  // a column-0 comment: the block's end is decided by the next key
+      out.text.append(line);
+    } else if (first == 0) {
+      break;  // the next top-level key
+    } else {
+      std::string_view key, value;
+      if (!split_reference(line, key, value)) return {};
+      out.entries.emplace_back(std::string(key), std::string(value));
+      out.text.append("  ").append(key).append(": \"\"");
+    }
+    if (eol < text.size()) out.text.push_back('\n');
+    pos = eol + 1;
+  }
+  if (pos < text.size()) out.text.append(text, pos, std::string::npos);
+  if (out.entries.empty()) return {};
+  return out;
+}
+
+YAML::Node load_yaml(const std::string& text, const std::string& path) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                ": malformed YAML: " + e.msg);
+  }
+}
+
+// Whether `root`'s references mapping is exactly `entries`' keys in order, each value empty.
+bool took_lifted(const YAML::Node& root, const LiftedReferences& lifted) {
+  if (!root.IsMap()) return false;
+  const YAML::Node refs = root["references"];
+  if (!refs || !refs.IsMap() || refs.size() != lifted.entries.size()) return false;
+  std::size_t i = 0;
+  for (const auto& kv : refs) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar() || kv.first.Scalar() != lifted.entries[i].first ||
+        !kv.second.Scalar().empty() || kv.second.Tag() != "!") {
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
+}  // namespace
+
 YamlDoc YamlDoc::load(const std::string& path) {
-  const std::string text = read_input_file(path, "YAML file", kMaxYamlBytes);
+  return parse(read_input_file(path, "YAML file", kMaxYamlBytes), path);
+}
+
+YamlDoc YamlDoc::parse(const std::string& text, const std::string& path, bool lift) {
   YamlDoc doc;
   doc.path_ = path;
-  try {
-    doc.root_ = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" +
-                std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  LiftedReferences lifted;
+  if (lift) lifted = lift_references(text);
+  if (!lifted.entries.empty()) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(lifted.text);
+    } catch (const YAML::Exception&) {
+      root = YAML::Node();  // reported from the original text below
+    }
+    if (took_lifted(root, lifted)) {
+      std::size_t i = 0;
+      for (auto kv : root["references"]) kv.second = lifted.entries[i++].second;
+      doc.root_ = root;
+    } else {
+      doc.root_ = load_yaml(text, path);
+    }
+  } else {
+    doc.root_ = load_yaml(text, path);
   }
   if (!doc.root_.IsMap()) throw Error(path + ": expected a mapping of fields at the top level");
   if (const auto refs = doc.root_["references"]) {

@@ -20,6 +20,9 @@ class YamlDoc {
  public:
   // Throws capsim::Error "path: cannot read file" / "path:LINE:COL: malformed YAML: ...".
   static YamlDoc load(const std::string& path);
+  // The same from text already read (`path` names it in messages). `lift_references` false
+  // hands every character to yaml-cpp (the tests compare both ways).
+  static YamlDoc parse(const std::string& text, const std::string& path, bool lift_references = true);
 
   const std::string& path() const { return path_; }
   const YAML::Node& root() const { return root_; }
