@@ -188,7 +188,9 @@ const T& RooflineCost::memo(std::vector<std::optional<T>>& table, std::int64_t i
   return *slot;
 }
 
-StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
+template <bool Keep>
+StepBreakdown RooflineCost::compute(const BatchShape& b) const {
+  constexpr bool keep = Keep;
   StepBreakdown out;
   if (b.empty()) return out;
   const std::int64_t tokens = b.tokens();
@@ -292,8 +294,11 @@ StepBreakdown RooflineCost::compute(const BatchShape& b, bool keep) const {
   return out;
 }
 
-double RooflineCost::seconds(const BatchShape& b) const { return compute(b, false).seconds; }
+double RooflineCost::seconds(const BatchShape& b) const { return compute<false>(b).seconds; }
 
-StepBreakdown RooflineCost::breakdown(const BatchShape& b) const { return compute(b, true); }
+StepBreakdown RooflineCost::breakdown(const BatchShape& b) const { return compute<true>(b); }
+
+template StepBreakdown RooflineCost::compute<false>(const BatchShape&) const;
+template StepBreakdown RooflineCost::compute<true>(const BatchShape&) const;
 
 }  // namespace capsim

@@ -42,7 +42,7 @@ class RooflineCost : public StepCost {
 
   double seconds(const BatchShape& b) const override;
   StepBreakdown breakdown(const BatchShape& b) const override;
-  StepBreakdown totals(const BatchShape& b) const override { return compute(b, false); }
+  StepBreakdown totals(const BatchShape& b) const override { return compute<false>(b); }
 
   // Achieved rates used (for reports and tests).
   double gemm_flops_per_s() const { return gemm_rate_; }
@@ -55,7 +55,11 @@ class RooflineCost : public StepCost {
   double peak_bandwidth() const { return peak_bandwidth_; }
 
  private:
-  StepBreakdown compute(const BatchShape& b, bool keep_groups) const;
+  // The step's breakdown; with Keep, its groups listed too. A template, not a flag: every step's
+  // totals() then runs without the listing's branches (the same operations in the same order,
+  // so the same bits).
+  template <bool Keep>
+  StepBreakdown compute(const BatchShape& b) const;
 
   // The terms of a step of t tokens that depend on t alone: the linear layers, the elementwise
   // kernels, the tensor-parallel all-reduces (not the MoE layers under expert parallelism).
