@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <future>
 #include <iostream>
 #include <limits>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <unordered_set>
@@ -23,6 +21,7 @@
 #include "sim/core/error.h"
 #include "sim/core/event_queue.h"
 #include "sim/core/invariant.h"
+#include "sim/core/threads.h"
 #include "sim/core/run_limits.h"
 #include "sim/cost/serving_cost.h"
 #include "sim/engine/block_hash.h"
@@ -41,12 +40,8 @@ enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2
 // A run's end-of-run ITL summary uses a second thread from this many completed requests on:
 // a new thread and its malloc arena cost ~1-2 ms, about what the overlap saves at 20-40k
 // requests (measured, issue #12 workload: 10k +1.6 ms, 20k and 40k within noise, 100k -10.6 ms);
-// never when CAPSIM_THREADS=1 asks for one thread or the machine has one core.
+// never when default_threads() is 1 (CAPSIM_THREADS=1, or one core).
 constexpr std::size_t kSideThreadRecords = 50000;
-bool side_thread_allowed() {
-  if (const char* env = std::getenv("CAPSIM_THREADS"); env != nullptr && std::atoi(env) == 1) return false;
-  return std::thread::hardware_concurrency() > 1;
-}
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
 // so the grid has at most ~4096 points; point k stands for [k step, (k+1) step) and takes each
@@ -622,7 +617,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     // pages cost more than the sort saved.
     const auto summarize_itl = [this] { return summarize(metrics_.itl()); };
     std::future<Percentiles> itl;
-    if (res.records.size() >= kSideThreadRecords && side_thread_allowed()) {
+    if (res.records.size() >= kSideThreadRecords && default_threads() > 1) {
       itl = std::async(std::launch::async, [&summarize_itl] {
         tune_thread_heap();
         return summarize_itl();

@@ -14,9 +14,9 @@
 
 namespace capsim {
 
-const char* const kAllocatorTuningOptOut = "CAPSIM_MALLOC_TUNING";
-
 namespace {
+
+constexpr const char* kAllocatorTuningOptOut = "CAPSIM_MALLOC_TUNING";
 
 constexpr bool kSanitized =
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

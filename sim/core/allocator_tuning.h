@@ -15,9 +15,6 @@
 
 namespace capsim {
 
-// CAPSIM_MALLOC_TUNING=off keeps glibc's defaults.
-extern const char* const kAllocatorTuningOptOut;
-
 // Whether this build runs under a sanitizer's allocator (then nothing is tuned).
 bool built_with_sanitizer();
 
@@ -28,9 +25,10 @@ struct AllocatorTuning {
   std::size_t huge_page_bytes = 0;
 };
 
-// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), reserves the
-// main heap's first 128 MiB at once and marks it MADV_HUGEPAGE (untouched pages cost nothing:
-// the resident size grows only as memory is used). Call first thing in main(), before threads
+// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), grows the main
+// heap by 128 MiB plus the pad at once and marks that MADV_HUGEPAGE (untouched pages cost
+// nothing: the resident size grows only as memory is used). CAPSIM_MALLOC_TUNING=off keeps
+// glibc's defaults. Call first thing in main(), before threads
 // exist. Does nothing when opted out, under a sanitizer or without glibc; a program that links
 // the library and never calls it keeps glibc's defaults, and tune_thread_heap then does nothing.
 AllocatorTuning tune_allocator();

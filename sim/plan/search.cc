@@ -734,13 +734,4 @@ void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(s
   if (first_error) std::rethrow_exception(first_error);
 }
 
-unsigned default_threads() {
-  if (const char* env = std::getenv("CAPSIM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n >= 1) return static_cast<unsigned>(n);
-  }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw ? hw : 1;
-}
-
 }  // namespace capsim::plan

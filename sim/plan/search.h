@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/threads.h"
 #include "sim/scenario/scenario.h"
 
 namespace capsim::plan {
@@ -173,7 +174,7 @@ RoutersSearch search_routers(std::size_t routers, int start, int max_replicas,
 void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(std::size_t)>& job,
                   const std::function<void(std::size_t, std::size_t)>& progress);
 
-// Threads to use: $CAPSIM_THREADS, else the hardware's.
-unsigned default_threads();
+// Threads to use: $CAPSIM_THREADS, else the hardware's (sim/core/threads.h).
+using capsim::default_threads;
 
 }  // namespace capsim::plan
