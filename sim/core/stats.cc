@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
-#include <boost/sort/spreadsort/float_sort.hpp>
 
 #include "sim/core/error.h"
+#include "sim/core/radix_sort.h"
 #include "sim/core/sample_statistics.h"
 
 namespace capsim {
@@ -58,16 +58,14 @@ double StreamingStats::max() const { return count_ == 0 ? kNaN : max_; }
 
 void Samples::sort_if_needed() const {
   if (!sorted_) {
-    // Boost's spreadsort (a radix/comparison hybrid) sorts a run's thousands of latencies
+    // A radix sort by bit pattern (sim/core/radix_sort.h) sorts a run's thousands of latencies
     // several times faster than std::sort, to the same sequence of values, given a total order
     // in which -0.0 and +0.0 are equal as for `<`. Only non-negative values go to it: with a NaN
-    // (no order) or a -0.0 (spreadsort orders by bits, before +0.0) the sequence would differ,
-    // and a value with the sign bit set (-0.0, a tiny negative) overflows its signed range
-    // arithmetic (UBSan: float_sort.hpp). Latencies are never negative; std::sort takes the rest.
-    const bool total = std::none_of(values_.begin(), values_.end(),
-                                    [](double x) { return std::isnan(x) || std::signbit(x); });
-    if (total) {
-      boost::sort::spreadsort::float_sort(values_.begin(), values_.end());
+    // (no order) or a -0.0 (bits order it before +0.0) the sequence would differ. Latencies are
+    // never negative; std::sort takes the rest.
+    if (radix::has_sortable_keys(values_, [](double x) { return x; })) {
+      std::vector<double> scratch;
+      radix::sort_by_key(values_, scratch, [](double x) { return x; });
     } else {
       std::sort(values_.begin(), values_.end());
     }

@@ -4,40 +4,32 @@
 #include <cassert>
 #include <cmath>
 
-#include <boost/sort/spreadsort/float_sort.hpp>
+#include "sim/core/radix_sort.h"
 
 namespace capsim {
 
 void WeightedSamples::sort_if_needed() const {
   if (sorted_) return;
   // By value only: runs of equal value are merged below, so their order among themselves does
-  // not matter. Boost's spreadsort (a radix/comparison hybrid) sorts the tens of thousands of
-  // runs of a long run's step times several times faster than std::sort. Only non-negative
-  // values go to it (step times, gaps and batch sizes always are): NaN has no order, and a value
-  // with the sign bit set (-0.0, a tiny negative) overflows its signed range arithmetic (UBSan:
-  // float_sort.hpp), so those sets fall back to std::sort.
-  const bool ordered = std::none_of(runs_.begin(), runs_.end(), [](const std::pair<double, std::int64_t>& r) {
-    return std::isnan(r.first) || std::signbit(r.first);
-  });
-  if (ordered) {
-    using Run = std::pair<double, std::int64_t>;
-    boost::sort::spreadsort::float_sort(
-        runs_.begin(), runs_.end(),
-        [](const Run& r, unsigned offset) {
-          return boost::sort::spreadsort::float_mem_cast<double, std::int64_t>(r.first) >> offset;
-        },
-        [](const Run& a, const Run& b) { return a.first < b.first; });
+  // not matter. A radix sort by bit pattern (sim/core/radix_sort.h) sorts the tens of thousands
+  // of runs of a long run's step times several times faster than a comparison sort. Only
+  // non-negative values go to it (step times, gaps and batch sizes always are): NaN has no order,
+  // and a value with the sign bit set orders wrongly by bits, so those sets go to std::sort.
+  using Run = std::pair<double, std::int64_t>;
+  const auto value = [](const Run& r) { return r.first; };
+  if (radix::has_sortable_keys(runs_, value)) {
+    std::vector<Run> scratch;
+    radix::sort_by_key(runs_, scratch, value);
   } else {
     std::sort(runs_.begin(), runs_.end());
   }
-  // Merge equal neighbours so lookups walk fewer runs.
-  std::vector<std::pair<double, std::int64_t>> merged;
-  merged.reserve(runs_.size());
-  for (const auto& r : runs_) {
-    if (!merged.empty() && merged.back().first == r.first) merged.back().second += r.second;
-    else merged.push_back(r);
+  // Merge equal neighbours (in place: merging only shrinks) so lookups walk fewer runs.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < runs_.size(); ++i) {
+    if (kept > 0 && runs_[kept - 1].first == runs_[i].first) runs_[kept - 1].second += runs_[i].second;
+    else runs_[kept++] = runs_[i];
   }
-  runs_.swap(merged);
+  runs_.resize(kept);
   sorted_ = true;
 }
 

@@ -1,5 +1,6 @@
-// Samples and WeightedSamples sort with Boost's spreadsort (sim/core/stats.cc,
-// weighted_samples.cc): the statistics must be exactly those of std::sort's order.
+// Samples and WeightedSamples sort non-negative values with a radix sort by bit pattern
+// (sim/core/radix_sort.h; stats.cc, weighted_samples.cc): the statistics must be exactly those
+// of std::sort's order.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -14,15 +15,15 @@
 using capsim::Samples;
 using capsim::WeightedSamples;
 
-TEST_CASE("samples and weighted samples: the spreadsort path gives the comparison sort's statistics",
+TEST_CASE("samples and weighted samples: the radix path gives the comparison sort's statistics",
           "[core][stats]") {
-  // Both classes sort with Boost's spreadsort (radix buckets for large lists); the summaries must
+  // Both classes sort with the radix sort by bit pattern; the summaries must
   // equal those of the values sorted by std::sort, computed here by numpy's formulas: mean in insertion order
   // before any percentile, then (as summarize asks) percentiles and the standard deviation over
   // the sorted values.
   std::mt19937_64 rng(3);
   std::lognormal_distribution<double> d(-4.0, 0.7);
-  const std::size_t n = 20003;  // well above spreadsort's switch to a comparison sort
+  const std::size_t n = 20003;
   std::vector<double> values(n);
   for (double& x : values) x = d(rng);
   Samples s;
@@ -70,7 +71,7 @@ TEST_CASE("samples and weighted samples: the spreadsort path gives the compariso
 }
 
 TEST_CASE("samples: a -0.0 among the values keeps std::sort's order", "[core][stats]") {
-  // spreadsort orders by bits (-0.0 before +0.0); std::sort sees them as equal. Samples then
+  // Bits order -0.0 before +0.0; std::sort sees them as equal. Samples then
   // takes std::sort, so sorted_values() is, sign for sign, what std::sort gives.
   std::vector<double> values;
   for (int i = 0; i < 5000; ++i) values.push_back(i % 7 == 0 ? (i % 2 ? -0.0 : 0.0) : 0.001 * (i % 97));
@@ -128,8 +129,8 @@ TEST_CASE("weighted samples: merging into an empty set equals adding its runs on
 }
 
 TEST_CASE("samples and weighted samples: negative values sort as std::sort does", "[core][stats]") {
-  // A value with the sign bit set (here the smallest subnormals) goes to std::sort: spreadsort's
-  // signed range arithmetic overflows on such bit patterns (UBSan reported it on -0.0).
+  // A value with the sign bit set (here the smallest subnormals) goes to std::sort: by bit
+  // pattern a negative value would sort above every positive one.
   const std::vector<double> xs = {0.75, -4.9e-324, 0.25, 1.0, -0.5, 4.9e-324, 0.5};
   Samples s;
   WeightedSamples w;
