@@ -1,6 +1,7 @@
 #include "sim/engine/kv_block_manager.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 
 #include "sim/core/invariant.h"
@@ -10,7 +11,8 @@ namespace capsim {
 KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
     : prefix_caching_(prefix_caching),
       blocks_(static_cast<std::size_t>(num_blocks)),
-      links_(static_cast<std::size_t>(num_blocks)),
+      ring_(std::bit_ceil(std::max<std::size_t>(2 * static_cast<std::size_t>(num_blocks), 2)), -1),
+      ring_mask_(ring_.size() - 1),
       // At most one cached hash per block; room for twice that keeps the table at most a
       // quarter full, so the probe runs of the per-block insert/erase/lookup stay short
       // (a half-full table cost ~10% more instructions per simulated block).
@@ -18,22 +20,18 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
   for (std::int32_t b = 0; b < static_cast<std::int32_t>(num_blocks); ++b) push_free_tail(b);
 }
 
-void KvBlockManager::push_free_tail(std::int32_t b) {
-  const std::int32_t tail = tail_;
-  links_[b].prev = tail;
-  links_[b].next = -1;
-  if (tail >= 0) links_[tail].next = b; else head_ = b;
-  tail_ = b;
-  ++free_count_;
-}
-
-void KvBlockManager::unlink_free(std::int32_t b) {
-  assert(blocks_[b].ref == 0);
-  const std::int32_t prev = links_[b].prev, next = links_[b].next;
-  if (prev >= 0) links_[prev].next = next; else head_ = next;
-  if (next >= 0) links_[next].prev = prev; else tail_ = prev;
-  links_[b].prev = links_[b].next = -1;
-  --free_count_;
+void KvBlockManager::compact() {
+  // In order, towards the head: the write position never passes the read position.
+  std::uint64_t w = head_;
+  for (std::uint64_t r = head_; r != tail_; ++r) {
+    const std::int32_t b = ring_[r & ring_mask_];
+    if (b < 0) continue;
+    const std::size_t at = w++ & ring_mask_;
+    ring_[at] = b;
+    blocks_[b].pos = static_cast<std::int32_t>(at);
+  }
+  for (std::uint64_t r = w; r != tail_; ++r) ring_[r & ring_mask_] = -1;
+  tail_ = w;
 }
 
 // Makes the memo cover hashes[0, n): keeps its part that agrees with them, then probes the
@@ -100,37 +98,15 @@ std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int6
 
 void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
                                  std::vector<std::int32_t>& table) {
-  // take() for each, written in place. A free block whose queue predecessor is the next block of
-  // the list starts a run: blocks released together (a sequence's, tail first) sit in the queue
-  // in reverse order, and a chat's next turn takes them back in order. Each run leaves the
-  // queue as one piece; the queue is then the one of unlinking its blocks one by one (the
-  // links of blocks outside the queue mean nothing: they are written when a block rejoins it).
   if (n <= 0) return;
   const std::size_t first = table.size();
   table.resize(first + static_cast<std::size_t>(n));
   std::int32_t* out = table.data() + first;
-  std::int64_t i = 0;
-  while (i < n) {
+  for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t b = blocks[i];
+    if (blocks_[b].ref == 0) unlink_free(b);  // take(), written in place
+    ++blocks_[b].ref;
     out[i] = b;
-    if (blocks_[b].ref != 0) {
-      ++blocks_[b].ref;
-      ++i;
-      continue;
-    }
-    blocks_[b].ref = 1;
-    std::int64_t j = i;  // the run is blocks[i..j], in the queue as blocks[j], ..., blocks[i]
-    while (j + 1 < n) {
-      const std::int32_t c = blocks[j + 1];
-      if (blocks_[c].ref != 0 || links_[blocks[j]].prev != c) break;
-      blocks_[c].ref = 1;
-      out[++j] = c;
-    }
-    const std::int32_t prev = links_[blocks[j]].prev, next = links_[b].next;
-    if (prev >= 0) links_[prev].next = next; else head_ = next;
-    if (next >= 0) links_[next].prev = prev; else tail_ = prev;
-    free_count_ -= j - i + 1;
-    i = j + 1;
   }
 }
 
@@ -138,21 +114,24 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
   if (n == 1) return allocate_one(table);
   if (n > free_count_) return false;
   if (n <= 0) return true;
-  // The n blocks at the head of the free queue, in queue order, detached in one piece (their
-  // links are left as they are: they mean nothing outside the queue), written in place.
+  // The n blocks at the head of the free queue, in queue order, written in place.
   const std::size_t first = table.size();
   table.resize(first + static_cast<std::size_t>(n));
   std::int32_t* out = table.data() + first;
-  std::int32_t b = head_;
+  // Locals: the stores to blocks_ (int32 fields) could alias the ring's ids for the compiler.
+  const std::int32_t* const ring = ring_.data();
+  const std::size_t mask = ring_mask_;
+  std::uint64_t head = head_;
   for (std::int64_t i = 0; i < n; ++i) {
-    CAPSIM_INVARIANT(b >= 0 && blocks_[b].ref == 0, "KV: allocating a block in use");
-    if ((blocks_[b].hash | blocks_[b].tag) != 0) forget(b);  // evict: the cached content is lost only now
-    blocks_[b].ref = 1;
+    std::int32_t b;
+    do b = ring[head++ & mask]; while (b < 0);
+    Block& blk = blocks_[static_cast<std::size_t>(b)];
+    CAPSIM_INVARIANT(blk.ref == 0, "KV: allocating a block in use");
+    if ((blk.hash | blk.tag) != 0) forget(b);  // evict: the cached content is lost only now
+    blk.ref = 1;
     out[i] = b;
-    b = links_[b].next;
   }
-  head_ = b;
-  if (b >= 0) links_[b].prev = -1; else tail_ = -1;
+  head_ = head;
   free_count_ -= n;
   return true;
 }
@@ -171,21 +150,25 @@ void KvBlockManager::release(std::vector<std::int32_t>& table) {
 
 void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint64_t owner,
                                      std::int64_t from, std::int64_t to) {
-  // Cached or not, a freed block joins the tail: the head is evicted first. The freed blocks are
-  // linked in a local chain and appended to the queue at the end (the same order as pushing each).
-  // Blocks [from, to) are tagged in the same pass (a tag touches its own block only).
-  std::int32_t first = -1, last = -1;
-  std::int64_t freed = 0;
-  const auto drop = [&](std::int32_t b) {
-    assert(blocks_[b].ref > 0);
-    CAPSIM_INVARIANT(blocks_[b].ref > 0, "KV: releasing a block nobody holds");
-    if (--blocks_[b].ref != 0) return;
-    links_[b].prev = last;
-    if (last >= 0) links_[last].next = b; else first = b;
-    last = b;
-    ++freed;
-  };
+  // Cached or not, a freed block joins the tail: the head is evicted first. Blocks [from, to)
+  // are tagged in the same pass (a tag touches its own block only).
   const std::int64_t n = static_cast<std::int64_t>(table.size());
+  // Room for the whole table first (the ring holds at most num_blocks live entries, and the
+  // table's blocks are not among them), so the pushes below need no check.
+  if (tail_ - head_ + static_cast<std::uint64_t>(n) > ring_.size()) compact();
+  std::int32_t* const ring = ring_.data();
+  const std::size_t mask = ring_mask_;
+  std::uint64_t tail = tail_;
+  const std::uint64_t tail_before = tail;
+  const auto drop = [&](std::int32_t b) {
+    Block& blk = blocks_[static_cast<std::size_t>(b)];
+    assert(blk.ref > 0);
+    CAPSIM_INVARIANT(blk.ref > 0, "KV: releasing a block nobody holds");
+    if (--blk.ref != 0) return;
+    const std::size_t at = tail++ & mask;
+    ring[at] = b;
+    blk.pos = static_cast<std::int32_t>(at);
+  };
   const std::int64_t hi = std::clamp<std::int64_t>(to, 0, n), lo = std::clamp<std::int64_t>(from, 0, hi);
   for (std::int64_t i = n - 1; i >= hi; --i) drop(table[static_cast<std::size_t>(i)]);
   for (std::int64_t i = hi - 1; i >= lo; --i) {
@@ -194,14 +177,9 @@ void KvBlockManager::release_tagging(std::vector<std::int32_t>& table, std::uint
     drop(b);
   }
   for (std::int64_t i = lo - 1; i >= 0; --i) drop(table[static_cast<std::size_t>(i)]);
+  tail_ = tail;
+  free_count_ += static_cast<std::int64_t>(tail - tail_before);
   table.clear();
-  if (first < 0) return;
-  links_[last].next = -1;
-  const std::int32_t tail = tail_;
-  links_[first].prev = tail;
-  if (tail >= 0) links_[tail].next = first; else head_ = first;
-  tail_ = last;
-  free_count_ += freed;
 }
 
 }  // namespace capsim
@@ -214,13 +192,20 @@ bool KvBlockManager::consistent() const {
     if (blocks_[b].ref < 0) return false;
     unreferenced += blocks_[b].ref == 0;
   }
-  // The free queue links exactly the unreferenced blocks, both ways.
+  // The ring lists exactly the unreferenced blocks, each once (its own slot is the one it
+  // records), between head and tail; outside that span it holds nothing.
+  if (tail_ - head_ > ring_.size()) return false;
   std::int64_t queued = 0;
-  std::int32_t prev = -1;
-  for (std::int32_t b = head_; b >= 0; prev = b, b = links_[b].next) {
-    if (blocks_[b].ref != 0 || links_[b].prev != prev || ++queued > num_blocks()) return false;
+  for (std::uint64_t r = head_; r != tail_; ++r) {
+    const std::int32_t b = ring_[r & ring_mask_];
+    if (b < 0) continue;
+    if (static_cast<std::size_t>(b) >= blocks_.size() || blocks_[b].ref != 0 ||
+        blocks_[b].pos != static_cast<std::int32_t>(r & ring_mask_)) {
+      return false;
+    }
+    ++queued;
   }
-  return prev == tail_ && queued == unreferenced && unreferenced == free_count_;
+  return queued == unreferenced && unreferenced == free_count_;
 }
 
 }  // namespace capsim

@@ -38,13 +38,10 @@ class KvBlockManager {
   // allocate(1, table), inline: the block a decode takes at each block boundary (most calls).
   bool allocate_one(std::vector<std::int32_t>& table) {
     if (free_count_ == 0) return false;
-    const std::int32_t b = head_;
+    const std::int32_t b = pop_free_head();
     CAPSIM_INVARIANT(b >= 0 && blocks_[b].ref == 0, "KV: allocating a block in use");
     if ((blocks_[b].hash | blocks_[b].tag) != 0) forget(b);
     blocks_[b].ref = 1;
-    const std::int32_t next = links_[b].next;
-    head_ = next;
-    if (next >= 0) links_[next].prev = -1; else tail_ = -1;
     --free_count_;
     table.push_back(b);
     return true;
@@ -101,7 +98,26 @@ class KvBlockManager {
   bool consistent() const;
 
  private:
-  void push_free_tail(std::int32_t b);
+  // The free queue is a ring of block ids in queue order, head (evicted first) to tail. A block
+  // leaving it from the middle (a prefix hit: vLLM's touch) leaves a hole (-1) that allocation
+  // skips, so every queue operation is O(1) and allocation reads ids in sequence instead of
+  // chasing links from block to block. Live entries are at most num_blocks; when the ring fills
+  // up with holes it is compacted in order (amortized O(1): the ring is at least twice that).
+  void push_free_tail(std::int32_t b) {
+    if (tail_ - head_ == ring_.size()) compact();
+    const std::size_t at = tail_++ & ring_mask_;
+    ring_[at] = b;
+    blocks_[b].pos = static_cast<std::int32_t>(at);
+    ++free_count_;
+  }
+  // The first live entry, taken off the ring (the caller counts it off free_count_).
+  // REQUIRES: free_count_ > 0.
+  std::int32_t pop_free_head() {
+    std::int32_t b;
+    do b = ring_[head_++ & ring_mask_]; while (b < 0);
+    return b;
+  }
+  void compact();
   // Evicts what free block `b` holds (its hash or tag): reallocation loses the cached content.
   void forget(std::int32_t b) {
     if (blocks_[b].hash != 0) {
@@ -113,7 +129,10 @@ class KvBlockManager {
     }
     ++evictions_;
   }
-  void unlink_free(std::int32_t b);
+  void unlink_free(std::int32_t b) {
+    ring_[static_cast<std::size_t>(blocks_[b].pos)] = -1;
+    --free_count_;
+  }
   void take(std::int32_t b, std::vector<std::int32_t>& table) {
     if (blocks_[b].ref == 0) unlink_free(b);  // vLLM's touch(): a hit leaves the eviction queue
     ++blocks_[b].ref;
@@ -122,22 +141,19 @@ class KvBlockManager {
 
   // A block's state in one 32-byte record: a take, release or tag check reads and writes one
   // cache line, not one per field (block ids are scattered after a while, so separate arrays
-  // cost a cache miss each). The free-queue links are apart, 8 bytes a block: allocate() walks
-  // the queue block after block, a chain of dependent loads that stays in cache that way.
+  // cost a cache miss each). A block is in the free queue exactly when nobody references it
+  // (ref 0).
   struct alignas(32) Block {
     std::uint64_t hash = 0;  // 0 = no hash
     std::uint64_t tag = 0;   // unique-content publication (unique_tag); 0 = none
     std::int32_t ref = 0;
-  };
-  // Free queue links (-1 = none), meaningful while the block is in it. A block is in the free
-  // queue exactly when nobody references it (ref 0).
-  struct Link {
-    std::int32_t prev = -1, next = -1;
+    std::int32_t pos = -1;   // its slot in ring_ while it is in the free queue
   };
   bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<Link> links_;
-  std::int32_t head_ = -1, tail_ = -1;
+  std::vector<std::int32_t> ring_;  // a power of two >= 2 x num_blocks slots; -1 = a hole
+  std::size_t ring_mask_ = 0;
+  std::uint64_t head_ = 0, tail_ = 0;  // ring positions (mod its size): [head_, tail_) is the queue
   std::int64_t free_count_ = 0;
   std::int64_t evictions_ = 0;
   FlatHashMap cached_;  // block hash -> block id

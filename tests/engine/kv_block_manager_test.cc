@@ -327,6 +327,41 @@ TEST_CASE("kv: take_blocks leaves the free queue of taking its blocks one by one
   CHECK(queue_of(kv) == model.queue);
 }
 
+TEST_CASE("kv: blocks taken out of the middle of the free queue leave it in order, many times over",
+          "[engine][kv]") {
+  // The free queue is a ring of 2 x 8 = 16 slots for 8 blocks; a block taken back from the
+  // middle leaves a hole there, so taking back and releasing the same 6 blocks again and again
+  // fills the ring with holes and makes it compact itself, which must keep the queue's order.
+  KvBlockManager kv(8, true);
+  Table all;
+  REQUIRE(kv.allocate(8, all));  // 0..7
+  kv.release(all);                // queue: 7 6 5 4 3 2 1 0 (a table goes back in reverse)
+  REQUIRE(queue_of(kv) == Table{7, 6, 5, 4, 3, 2, 1, 0});
+  const Table middle = {5, 4, 3, 2, 1, 0};
+  for (int round = 0; round < 20; ++round) {
+    Table held;
+    kv.take_blocks(middle.data(), static_cast<std::int64_t>(middle.size()), held);
+    REQUIRE(held == middle);
+    REQUIRE(kv.free_blocks() == 2);
+    REQUIRE(queue_of(kv) == Table{7, 6});
+    kv.release(held);  // back on the tail in reverse: 7 6 0 1 2 3 4 5
+    REQUIRE(kv.consistent());
+    REQUIRE(queue_of(kv) == Table{7, 6, 0, 1, 2, 3, 4, 5});
+    // Taken again and released, reversed back: 7 6 5 4 3 2 1 0.
+    Table again;
+    const Table reversed = {0, 1, 2, 3, 4, 5};
+    kv.take_blocks(reversed.data(), 6, again);
+    kv.release(again);
+    REQUIRE(kv.consistent());
+    REQUIRE(queue_of(kv) == Table{7, 6, 5, 4, 3, 2, 1, 0});
+  }
+  // 20 rounds pushed 240 blocks through 16 slots: allocation still finds the head first.
+  Table first;
+  REQUIRE(kv.allocate(3, first));
+  CHECK(first == Table{7, 6, 5});
+  CHECK(kv.free_blocks() == 5);
+}
+
 TEST_CASE("kv: lookups, hits and takes by hash agree with the hash table as it changes",
           "[engine][kv][prefix]") {
   // KvBlockManager remembers the last chain it probed while its table is unchanged; every
