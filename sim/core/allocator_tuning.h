@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace capsim {
 
@@ -23,10 +24,14 @@ bool built_with_sanitizer();
 struct AllocatorTuning {
   bool thresholds_set = false;
   std::size_t huge_page_bytes = 0;
+  // Where the heap grown for the run starts (its 128 MiB block) and where the marked range
+  // starts: one 4 KiB page apart (glibc's chunk header sits in that page), 0 when not marked.
+  std::uintptr_t grown_from = 0, huge_from = 0;
 };
 
-// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), grows the main
-// heap by 128 MiB plus the pad at once and marks that MADV_HUGEPAGE (untouched pages cost
+// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), moves the break
+// to a page short of a 2 MiB boundary, grows the main heap by 128 MiB plus the pad at once and
+// marks that MADV_HUGEPAGE from the boundary (untouched pages cost
 // nothing: the resident size grows only as memory is used). CAPSIM_MALLOC_TUNING=off keeps
 // glibc's defaults. Call first thing in main(), before threads
 // exist. Does nothing when opted out, under a sanitizer or without glibc; a program that links

@@ -51,6 +51,12 @@ TEST_CASE("allocator tuning: thresholds set, the main heap and a thread's heap o
     // between 190 and 192 MiB.
     CHECK(done.huge_page_bytes >= std::size_t{190} << 20);
     CHECK(done.huge_page_bytes <= std::size_t{192} << 20);
+    // The marked range starts on the heap's second 4 KiB page: the break was moved to a page
+    // short of a 2 MiB boundary, so no part of a 2 MiB page is left to 4 KiB faults (without the
+    // move, up to 2 MiB were, wherever the randomised break happened to be).
+    CHECK(done.huge_from % (std::size_t{2} << 20) == 0);
+    CHECK(done.huge_from > done.grown_from);
+    CHECK(done.huge_from - done.grown_from < 4096);
   }
   // A worker thread's own arena: a 48 MiB block, its whole 2 MiB pages marked (46-48 MiB), once.
   std::size_t first = 0, again = 1;
