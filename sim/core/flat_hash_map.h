@@ -51,6 +51,11 @@ class FlatHashMap {
   }
 
   std::size_t size() const { return size_; }
+  // Room for `expected` keys at the table's usual load (at most half full), rehashing what is
+  // there; never shrinks.
+  void reserve(std::size_t expected) {
+    if (expected * 2 > keys_.size()) rehash(expected * 2);
+  }
 
  private:
   // Where `key` is, or the empty slot ending its probe run.

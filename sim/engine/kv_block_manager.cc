@@ -13,10 +13,9 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
       blocks_(static_cast<std::size_t>(num_blocks)),
       ring_(std::bit_ceil(std::max<std::size_t>(2 * static_cast<std::size_t>(num_blocks), 2)), -1),
       ring_mask_(ring_.size() - 1),
-      // At most one cached hash per block; room for twice that keeps the table at most a
-      // quarter full, so the probe runs of the per-block insert/erase/lookup stay short
-      // (a half-full table cost ~10% more instructions per simulated block).
-      cached_(prefix_caching ? static_cast<std::size_t>(2 * num_blocks) : 16) {
+      // Sized at the first publication (register_block): requests of unique content never
+      // publish a hash, and a table for every block is hundreds of KiB to clear for nothing.
+      cached_(16) {
   for (std::int32_t b = 0; b < static_cast<std::int32_t>(num_blocks); ++b) push_free_tail(b);
 }
 
@@ -138,6 +137,10 @@ bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) 
 
 void KvBlockManager::register_block(std::int32_t block, std::uint64_t hash) {
   if (!prefix_caching_ || blocks_[block].hash != 0 || blocks_[block].tag != 0) return;
+  // At most one cached hash per block; room for twice that keeps the table at most a quarter
+  // full, so the probe runs of the per-block insert/erase/lookup stay short (a half-full table
+  // cost ~10% more instructions per simulated block).
+  if (cached_.size() == 0) cached_.reserve(2 * blocks_.size());
   if (cached_.insert(hash, block)) {
     blocks_[block].hash = hash;
     ++version_;
