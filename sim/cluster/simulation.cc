@@ -17,7 +17,6 @@
 #include "sim/cluster/disaggregation.h"
 #include "sim/cluster/live_simulation.h"
 #include "sim/cluster/router.h"
-#include "sim/core/allocator_tuning.h"
 #include "sim/core/error.h"
 #include "sim/core/event_queue.h"
 #include "sim/core/invariant.h"
@@ -38,9 +37,9 @@ enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2
 // users hold (hundreds), and come out in the same order.
 
 // A run's end-of-run ITL summary uses a second thread from this many completed requests on:
-// a new thread and its malloc arena cost ~1-2 ms, about what the overlap saves at 20-40k
-// requests (measured, issue #12 workload: 10k +1.6 ms, 20k and 40k within noise, 100k -10.6 ms);
-// never when default_threads() is 1 (CAPSIM_THREADS=1, or one core).
+// a new thread costs more than the overlap saves on short runs (measured, issue #12 workload:
+// 10k +1.6 ms with the thread's own malloc arena, +0.8 ms without one; 20k and 40k within
+// noise, 100k -10 ms); never when default_threads() is 1 (CAPSIM_THREADS=1, or one core).
 constexpr std::size_t kSideThreadRecords = 50000;
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
@@ -613,15 +612,14 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     // The pooled ITL samples (a run per step: the largest sort) do not depend on the per-request
     // summaries below; on a long run they are summarised on a second thread meanwhile, exactly as
     // on one (mean first, then the in-place sort, in the collector's own samples; nothing else is
-    // shared). The thread puts its arena on huge pages first: faulting a fresh arena in 4 KiB
-    // pages cost more than the sort saved.
+    // shared). The sort's room is allocated here first, so the thread calls neither malloc nor
+    // free: its first call would set up a glibc arena of its own, whose fresh 4 KiB pages cost
+    // more than the sort saves.
     const auto summarize_itl = [this] { return summarize(metrics_.itl()); };
     std::future<Percentiles> itl;
     if (res.records.size() >= kSideThreadRecords && default_threads() > 1) {
-      itl = std::async(std::launch::async, [&summarize_itl] {
-        tune_thread_heap();
-        return summarize_itl();
-      });
+      metrics_.itl().reserve_sort_room();  // the thread then never calls malloc (no arena of its own)
+      itl = std::async(std::launch::async, summarize_itl);
     }
     Samples ttft, tpot, e2el, queue, frontend, prefill, ret;
     for (Samples* s : {&ttft, &tpot, &e2el, &queue, &frontend, &prefill, &ret}) s->reserve(res.records.size());

@@ -47,9 +47,9 @@ void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, Key key) {
     return;
   }
   const auto bits = [&key](const T& x) { return std::bit_cast<std::uint64_t>(key(x)); };
-  // All digits' counts in one pass.
-  std::vector<std::array<std::uint32_t, kBuckets>> counts(kDigits);
-  for (auto& c : counts) c.fill(0);
+  // All digits' counts in one pass. On the stack (48 KiB): the sort allocates nothing but what
+  // `scratch` lacks, so a thread given enough scratch sorts without touching malloc.
+  std::array<std::array<std::uint32_t, kBuckets>, kDigits> counts{};
   for (const T& x : v) {
     const std::uint64_t b = bits(x);
     for (int d = 0; d < kDigits; ++d) ++counts[static_cast<std::size_t>(d)][(b >> (d * kBits)) & kMask];

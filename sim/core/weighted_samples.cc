@@ -18,8 +18,8 @@ void WeightedSamples::sort_if_needed() const {
   using Run = std::pair<double, std::int64_t>;
   const auto value = [](const Run& r) { return r.first; };
   if (radix::has_sortable_keys(runs_, value)) {
-    std::vector<Run> scratch;
-    radix::sort_by_key(runs_, scratch, value);
+    radix::sort_by_key(runs_, sort_room_, value);  // swaps buffers with it or leaves it as scratch
+    sort_room_.clear();  // kept allocated (see reserve_sort_room); a copy of the set copies none of it
   } else {
     std::sort(runs_.begin(), runs_.end());
   }

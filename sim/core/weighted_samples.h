@@ -41,6 +41,13 @@ class WeightedSamples {
     for (const auto& [v, c] : runs_) other.add(v, c);
   }
   double max() const { return percentile(100); }
+  // Allocates now what the first statistic's sort will need, so that another thread can then
+  // compute every statistic without calling malloc or free (a thread's first one sets up a
+  // glibc arena of its own, whose fresh pages cost more than the work: sim/cluster's
+  // end-of-run summary). The room is kept until the set is destroyed.
+  void reserve_sort_room() const {
+    if (!sorted_) sort_room_.reserve(runs_.size());
+  }
 
  private:
   // A new run (add's other path; inline too: every step adds one or two).
@@ -52,6 +59,7 @@ class WeightedSamples {
   void sort_if_needed() const;
 
   mutable std::vector<std::pair<double, std::int64_t>> runs_;
+  mutable std::vector<std::pair<double, std::int64_t>> sort_room_;  // the radix sort's scratch
   mutable bool sorted_ = true;
   std::int64_t total_ = 0;
 };
