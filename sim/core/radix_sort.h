@@ -42,7 +42,10 @@ void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, Key key) {
   constexpr std::uint64_t kMask = kBuckets - 1;
   const std::size_t n = v.size();
   if (n < 2) return;
-  if (n > UINT32_MAX) {  // past the 32-bit counts (64 GB of doubles): the comparison sort
+  // Short lists (clearing and summing the 6 x 2048 counts would cost more than the sort) and
+  // lists past the 32-bit counts (64 GB of doubles) take the comparison sort: the same sequence.
+  constexpr std::size_t kShort = 512;
+  if (n < kShort || n > UINT32_MAX) {
     std::stable_sort(v.begin(), v.end(), [&key](const T& a, const T& b) { return key(a) < key(b); });
     return;
   }

@@ -98,15 +98,8 @@ std::int64_t KvBlockManager::in_free_queue(const std::int32_t* blocks, std::int6
 void KvBlockManager::take_blocks(const std::int32_t* blocks, std::int64_t n,
                                  std::vector<std::int32_t>& table) {
   if (n <= 0) return;
-  const std::size_t first = table.size();
-  table.resize(first + static_cast<std::size_t>(n));
-  std::int32_t* out = table.data() + first;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t b = blocks[i];
-    if (blocks_[b].ref == 0) unlink_free(b);  // take(), written in place
-    ++blocks_[b].ref;
-    out[i] = b;
-  }
+  table.reserve(table.size() + static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) take(blocks[i], table);
 }
 
 bool KvBlockManager::allocate(std::int64_t n, std::vector<std::int32_t>& table) {
