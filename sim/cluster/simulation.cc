@@ -38,8 +38,12 @@ enum EventKind : std::uint32_t { kArrival = 0, kStepDone = 1, kEngineArrival = 2
 
 // A run's end-of-run ITL summary uses a second thread from this many completed requests on:
 // a new thread costs more than the overlap saves on short runs (measured, issue #12 workload:
-// 10k +1.6 ms with the thread's own malloc arena, +0.8 ms without one; 20k and 40k within
-// noise, 100k -10 ms); never when default_threads() is 1 (CAPSIM_THREADS=1, or one core).
+// 10k +1.6 ms when the sort allocated in the thread, +0.6-0.8 ms without; 20k and 40k within
+// noise, 100k -10 ms); never when default_threads() is 1 (CAPSIM_THREADS=1, or one core). At
+// 10k the summary takes ~0.9 ms, and on the project's 2-vCPU machine the new thread starts
+// 0.4-0.9 ms after it is created (measured 2026-12-03: the scheduler queues it behind the
+// creating thread, or, pinned to the other CPU, waits for that idle vCPU to wake), while the
+// main thread's own summaries slow down beside it.
 constexpr std::size_t kSideThreadRecords = 50000;
 
 // The replicas' sampled timelines on one grid: the coarsest replica interval (>= 1 s), widened
@@ -612,13 +616,14 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
     // The pooled ITL samples (a run per step: the largest sort) do not depend on the per-request
     // summaries below; on a long run they are summarised on a second thread meanwhile, exactly as
     // on one (mean first, then the in-place sort, in the collector's own samples; nothing else is
-    // shared). The sort's room is allocated here first, so the thread calls neither malloc nor
-    // free: its first call would set up a glibc arena of its own, whose fresh 4 KiB pages cost
-    // more than the sort saves.
+    // shared). The sort's room is allocated here first, so the summary neither allocates nor
+    // frees in the thread: memory it took from a glibc arena of its own would be fresh 4 KiB
+    // pages, which cost more than the sort saves. (The arena itself is still set up, with
+    // its per-thread cache: std::thread's start routine frees the thread's start state there.)
     const auto summarize_itl = [this] { return summarize(metrics_.itl()); };
     std::future<Percentiles> itl;
     if (res.records.size() >= kSideThreadRecords && default_threads() > 1) {
-      metrics_.itl().reserve_sort_room();  // the thread then never calls malloc (no arena of its own)
+      metrics_.itl().reserve_sort_room();  // the summary then allocates nothing in the thread
       itl = std::async(std::launch::async, summarize_itl);
     }
     Samples ttft, tpot, e2el, queue, frontend, prefill, ret;
