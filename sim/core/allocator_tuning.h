@@ -29,12 +29,13 @@ struct AllocatorTuning {
   std::uintptr_t grown_from = 0, huge_from = 0;
 };
 
-// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), moves the break
-// to a page short of a 2 MiB boundary, grows the main heap by 128 MiB plus the pad at once and
+// Sets glibc malloc's mmap and trim thresholds (256 MiB) and top pad (64 MiB), takes the free
+// rest of glibc's first heap (never freed), moves the break to a page short of a 2 MiB
+// boundary, grows the main heap by 128 MiB plus the pad at once and
 // marks that MADV_HUGEPAGE from the boundary (untouched pages cost
 // nothing: the resident size grows only as memory is used). CAPSIM_MALLOC_TUNING=off keeps
-// glibc's defaults. Call first thing in main(), before threads
-// exist. Does nothing when opted out, under a sanitizer or without glibc; a program that links
+// glibc's defaults. Call once, before threads exist and before the program allocates much (the
+// capsim executable calls it from a static constructor that runs before the others). Does nothing when opted out, under a sanitizer or without glibc; a program that links
 // the library and never calls it keeps glibc's defaults, and tune_thread_heap then does nothing.
 AllocatorTuning tune_allocator();
 

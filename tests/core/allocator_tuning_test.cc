@@ -3,6 +3,8 @@
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,7 +41,16 @@ bool huge_pages_offered() {
 
 TEST_CASE("allocator tuning: thresholds set, the main heap and a thread's heap on huge pages", "[cli][allocator]") {
   // This test process is as good a glibc process as capsim's; each test case runs in its own.
+  // A 100 KiB block freed back to the top of the heap: the top chunk is now at least that big.
+  // (Through a volatile pointer: the compiler may drop a malloc that nothing reads.)
+  void* volatile block = std::malloc(100 << 10);
+  std::free(block);
   const auto done = capsim::tune_allocator();
+  // That free rest of the heap below the gap was taken: a 90 KiB block comes from the range
+  // grown for the run. (Without it, glibc would carve it from the old top chunk, below.)
+  void* after = std::malloc(90 << 10);
+  const auto after_at = reinterpret_cast<std::uintptr_t>(after);
+  std::free(after);
   if (capsim::built_with_sanitizer()) {
     CHECK_FALSE(done.thresholds_set);
     CHECK(done.huge_page_bytes == 0);
@@ -58,6 +69,7 @@ TEST_CASE("allocator tuning: thresholds set, the main heap and a thread's heap o
     CHECK(done.huge_from > done.grown_from);
     CHECK(done.huge_from - done.grown_from < 4096);
   }
+  CHECK(after_at >= done.grown_from);
   // A worker thread's own arena: a 48 MiB block, its whole 2 MiB pages marked (46-48 MiB), once.
   std::size_t first = 0, again = 1;
   std::thread worker([&] {
