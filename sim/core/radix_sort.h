@@ -13,7 +13,6 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -32,13 +31,20 @@ bool has_sortable_keys(const std::vector<T>& v, Key key) {
   return true;
 }
 
-// Sorts `v` ascending by key(element) (a double meeting the contract), stably. `scratch` is
-// working space, left with unspecified contents (pass the same one again to reuse its memory).
+inline constexpr int kBits = 11;  // 6 digits of a 64-bit pattern, 2048 buckets each
+inline constexpr int kDigits = (64 + kBits - 1) / kBits;
+inline constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+// The digit counts' size (48 KiB): what a `counts` room must hold for the sort to allocate
+// nothing for them.
+inline constexpr std::size_t kCountWords = static_cast<std::size_t>(kDigits) * kBuckets;
+
+// Sorts `v` ascending by key(element) (a double meeting the contract), stably. `scratch` and
+// `counts` are working space, left with unspecified contents (pass the same ones again to reuse
+// their memory): the sort allocates only what they lack (`counts`: kCountWords). The counts
+// live on the heap rather than the stack: the stack's pages under a deep 48 KiB frame are
+// fresh 4 KiB faults in every process (~12 of them), the heap's are mostly in use already.
 template <typename T, typename Key>
-void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, Key key) {
-  constexpr int kBits = 11;  // 6 digits of a 64-bit pattern, 2048 buckets each
-  constexpr int kDigits = (64 + kBits - 1) / kBits;
-  constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, std::vector<std::uint32_t>& counts, Key key) {
   constexpr std::uint64_t kMask = kBuckets - 1;
   const std::size_t n = v.size();
   if (n < 2) return;
@@ -50,30 +56,37 @@ void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, Key key) {
     return;
   }
   const auto bits = [&key](const T& x) { return std::bit_cast<std::uint64_t>(key(x)); };
-  // All digits' counts in one pass. On the stack (48 KiB): the sort allocates nothing but what
-  // `scratch` lacks, so a thread given enough scratch sorts without touching malloc.
-  std::array<std::array<std::uint32_t, kBuckets>, kDigits> counts{};
+  // All digits' counts in one pass; digit d's buckets are count[d * kBuckets, (d + 1) * kBuckets).
+  counts.assign(kCountWords, 0);
+  std::uint32_t* const count = counts.data();
   for (const T& x : v) {
     const std::uint64_t b = bits(x);
-    for (int d = 0; d < kDigits; ++d) ++counts[static_cast<std::size_t>(d)][(b >> (d * kBits)) & kMask];
+    for (int d = 0; d < kDigits; ++d) ++count[static_cast<std::size_t>(d) * kBuckets + ((b >> (d * kBits)) & kMask)];
   }
   scratch.resize(n);
   T* from = v.data();
   T* to = scratch.data();
   for (int d = 0; d < kDigits; ++d) {
-    auto& c = counts[static_cast<std::size_t>(d)];
+    std::uint32_t* const c = count + static_cast<std::size_t>(d) * kBuckets;
     // Every key has the same digit here: the pass would copy the order unchanged.
     if (c[(bits(from[0]) >> (d * kBits)) & kMask] == n) continue;
     std::uint32_t offset = 0;
-    for (std::uint32_t& k : c) {
-      const std::uint32_t here = k;
-      k = offset;
+    for (std::size_t k = 0; k < kBuckets; ++k) {
+      const std::uint32_t here = c[k];
+      c[k] = offset;
       offset += here;
     }
     for (std::size_t i = 0; i < n; ++i) to[c[(bits(from[i]) >> (d * kBits)) & kMask]++] = from[i];
     std::swap(from, to);
   }
   if (from != v.data()) v.swap(scratch);
+}
+
+// The same with the counts' room allocated here.
+template <typename T, typename Key>
+void sort_by_key(std::vector<T>& v, std::vector<T>& scratch, Key key) {
+  std::vector<std::uint32_t> counts;
+  sort_by_key(v, scratch, counts, key);
 }
 
 }  // namespace capsim::radix

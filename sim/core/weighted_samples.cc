@@ -18,7 +18,13 @@ void WeightedSamples::sort_if_needed() const {
   using Run = std::pair<double, std::int64_t>;
   const auto value = [](const Run& r) { return r.first; };
   if (radix::has_sortable_keys(runs_, value)) {
-    radix::sort_by_key(runs_, sort_room_, value);  // swaps buffers with it or leaves it as scratch
+    // Swaps buffers with sort_room_ or leaves it as scratch; the counts' room is kept only when
+    // reserve_sort_room asked for it (a sorted set does not otherwise hold 48 KiB).
+    if (count_room_.capacity() >= radix::kCountWords) {
+      radix::sort_by_key(runs_, sort_room_, count_room_, value);
+    } else {
+      radix::sort_by_key(runs_, sort_room_, value);
+    }
     sort_room_.clear();  // kept allocated (see reserve_sort_room); a copy of the set copies none of it
   } else {
     std::sort(runs_.begin(), runs_.end());

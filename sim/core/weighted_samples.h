@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/core/radix_sort.h"
+
 namespace capsim {
 
 class WeightedSamples {
@@ -46,7 +48,9 @@ class WeightedSamples {
   // glibc arena of its own, whose fresh pages cost more than the work: sim/cluster's
   // end-of-run summary). The room is kept until the set is destroyed.
   void reserve_sort_room() const {
-    if (!sorted_) sort_room_.reserve(runs_.size());
+    if (sorted_) return;
+    sort_room_.reserve(runs_.size());
+    count_room_.reserve(radix::kCountWords);
   }
 
  private:
@@ -60,6 +64,7 @@ class WeightedSamples {
 
   mutable std::vector<std::pair<double, std::int64_t>> runs_;
   mutable std::vector<std::pair<double, std::int64_t>> sort_room_;  // the radix sort's scratch
+  mutable std::vector<std::uint32_t> count_room_;  // its digit counts, when reserve_sort_room kept them
   mutable bool sorted_ = true;
   std::int64_t total_ = 0;
 };
