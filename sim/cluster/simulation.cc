@@ -105,6 +105,7 @@ std::vector<RequestRecord> records_by_id(std::vector<RequestRecord> records) {
 class Cluster : public ArrivalSink, public ReplicaObserver {
  public:
   Cluster(const SimulationConfig& cfg, Workload& w) : cfg_(cfg), workload_(w), metrics_(cfg.warmup) {
+    if (cfg.bounded_memory) metrics_.bound_itl_samples();
     router_ = make_router(cfg.router);
     double replicas = 0, cards = 0;
     std::vector<const ReplicaGroup*> all_groups;
@@ -186,6 +187,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
         pools_[p].push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
                                                       make_policy(cfg_.policy), plan.layout, cpu));
         replicas_.push_back(pools_[p].back().get());
+        if (cfg_.bounded_memory) replicas_.back()->bound_step_samples();
         max_len_.push_back(max_len);
         plans_.push_back(plan);
       }

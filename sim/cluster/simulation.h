@@ -64,6 +64,11 @@ struct SimulationConfig {
   // Skip ahead over quiet decode stretches in closed form (Replica::fast_forward). Results are
   // byte-identical either way; false steps one by one (tests compare the two).
   bool skip_ahead = true;
+  // Memory flat in the length of the run apart from the per-request records: the per-step
+  // distributions (ITL, step time, batch size) go to bounded histograms (sim/core/bounded_samples.h:
+  // counts, min, max and the mean as before; percentiles within 0.1%; std to rounding) instead of
+  // keeping every step's value. Off: every number exact, memory ~0.2 KB more per request.
+  bool bounded_memory = false;
   // Multi-LoRA: which adapter each arriving request names (count 0 = none; llm/lora.h).
   AdapterMix adapters;
   // Empty: the run goes to its end. Otherwise it may end early (EarlyStop,

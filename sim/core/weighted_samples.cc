@@ -39,13 +39,49 @@ void WeightedSamples::sort_if_needed() const {
   sorted_ = true;
 }
 
+void WeightedSamples::bound_memory(BoundedSamples::Kind kind) {
+  assert(empty());
+  runs_ = {};
+  sort_room_ = {};
+  count_room_ = {};
+  sorted_ = true;
+  bounded_.emplace(kind);
+}
+
+std::size_t WeightedSamples::memory_bytes() const {
+  if (bounded_) return bounded_->memory_bytes();
+  return (runs_.capacity() + sort_room_.capacity()) * sizeof(runs_[0]) +
+         count_room_.capacity() * sizeof(count_room_[0]);
+}
+
+void WeightedSamples::merge_bounded_into(WeightedSamples& other) const {
+  // An exact set meeting a bounded one becomes bounded: its runs go into a histogram first.
+  if (!other.bounded_) {
+    BoundedSamples h(bounded_->kind());
+    for (const auto& [v, c] : other.runs_) h.add(v, c);
+    other.runs_ = {};
+    other.sort_room_ = {};
+    other.count_room_ = {};
+    other.sorted_ = true;
+    other.bounded_ = std::move(h);
+  }
+  if (bounded_) {
+    bounded_->merge_into(*other.bounded_);
+  } else {
+    for (const auto& [v, c] : runs_) other.bounded_->add(v, c);
+  }
+  other.total_ += total_;
+}
+
 double WeightedSamples::mean() const {
+  if (bounded_) return bounded_->mean();
   double s = 0;
   for (const auto& [v, c] : runs_) s += v * static_cast<double>(c);
   return total_ ? s / static_cast<double>(total_) : std::nan("");
 }
 
 double WeightedSamples::stddev() const {
+  if (bounded_) return bounded_->stddev();
   if (!total_) return std::nan("");
   const double m = mean();
   double s = 0;
@@ -74,6 +110,7 @@ std::pair<double, double> at_and_next(const std::vector<std::pair<double, std::i
 
 double WeightedSamples::percentile(double p) const {
   assert(total_ > 0 && p >= 0 && p <= 100);
+  if (bounded_) return bounded_->percentile(p);
   sort_if_needed();
   const double rank = p / 100.0 * static_cast<double>(total_ - 1);
   const auto lo = static_cast<std::int64_t>(std::floor(rank));

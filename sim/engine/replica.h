@@ -257,6 +257,12 @@ class Replica {
   // without hashing (r.block_hashes at this block size, or r's stream blocks); true otherwise.
   bool may_cache_block(const Request& r, std::int64_t i) const;
   const ReplicaStats& stats() const { return stats_; }
+  // Before the first step: the per-step distributions (step time, batch size) go to bounded
+  // histograms (SimulationConfig::bounded_memory).
+  void bound_step_samples() {
+    stats_.step_ms_distribution.bound_memory();
+    stats_.batch_sequences_distribution.bound_memory(BoundedSamples::Kind::kIntegers);
+  }
   const KvBlockManager& kv() const { return kv_; }
   void close_stats(SimTime end);
 

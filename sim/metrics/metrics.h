@@ -45,6 +45,9 @@ Percentiles summarize(const WeightedSamples& s);
 class MetricsCollector {
  public:
   explicit MetricsCollector(SimTime warmup_end) : warmup_end_(warmup_end) {}
+  // Before the first token: the inter-token gaps go to a bounded histogram
+  // (SimulationConfig::bounded_memory).
+  void bound_itl_samples() { itl_.bound_memory(); }
   void on_token(const Sequence& s, SimTime now);
   // A bulk decode step (ReplicaObserver::on_decode_step) in which `counted` sequences count:
   // one gap per counted sequence, as on_token would add for each.

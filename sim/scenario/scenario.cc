@@ -609,6 +609,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   c.router = s.router;
   c.policy = s.policy;
   c.cancel = s.cancel;
+  c.bounded_memory = s.bounded_memory;
   c.warmup = checked::sim_time(units::parse_time(s.warmup, s.where("--warmup")), s.where("--warmup"));
   std::optional<double> duration;
   if (s.duration) {

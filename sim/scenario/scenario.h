@@ -70,6 +70,9 @@ struct ScenarioSpec {
   // clients wait as long as it takes.
   std::optional<std::string> request_timeout;
   std::uint64_t seed = 0;
+  // SimulationConfig::bounded_memory (--bounded-memory): per-step distributions in bounded
+  // histograms; a run option, not read from scenario files.
+  bool bounded_memory = false;
   // Multi-LoRA workload: requests name one of `lora_adapters` adapters (0 = none), drawn
   // "uniform" or "zipf:S" (llm/lora.h AdapterMix).
   int lora_adapters = 0;

@@ -206,6 +206,14 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                       {"communication", t.busy > 0 ? t.comm / t.busy : 0},
                       {"overhead", t.busy > 0 ? t.overhead / t.busy : 0}}},
   };
+  if (b.config.bounded_memory) {
+    // Which numbers are no longer exact (sim/core/bounded_samples.h); absent in an exact run.
+    j["capsim"]["bounded_memory"] = {
+        {"approximate", {"itl std and percentiles", "step_ms percentiles"}},
+        {"percentile_max_relative_error", std::ldexp(1.0, -BoundedSamples::kMantissaBits)},
+        {"note", "--bounded-memory: per-step distributions kept as histograms; counts, min, max, means and "
+                 "per-request latencies exact"}};
+  }
   if (b.config.request_timeout) {
     j["capsim"]["request_timeout_s"] = to_seconds(*b.config.request_timeout);
     j["capsim"]["timed_out"] = r.timed_out;  // measured requests whose client gave up; also in "failed"
@@ -335,6 +343,10 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   row("TTFT: prefill", r.prefill);
   row("TTFT: return", r.first_token_return);
   t.print(os);
+  if (b.config.bounded_memory) {
+    os << "  --bounded-memory: ITL percentiles from a histogram, within "
+       << fmt("%.2g", 100 * std::ldexp(1.0, -BoundedSamples::kMantissaBits)) << "% of the exact values\n";
+  }
   if (r.pd) {
     os << "  disaggregated: TTFT's front end runs from the request to the decode engine: the prefill pool, the "
           "return to the proxy, the decode front end and the KV transfer (p50 "
