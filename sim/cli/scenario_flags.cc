@@ -112,14 +112,6 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
   bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
   bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)");
-  {
-    CLI::Option* o = cmd.add_flag(
-        "--bounded-memory", cli_.bounded_memory,
-        "memory flat in the run's length apart from the per-request records: ITL, step-time and batch-size "
-        "distributions kept as histograms, their percentiles within 0.1% (counts, min, max, mean and every "
-        "per-request latency stay exact); for traces of millions of requests");
-    setters_.emplace_back(o, [](ScenarioSpec& dst, const ScenarioSpec& src) { dst.bounded_memory = src.bounded_memory; });
-  }
   slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
 }
 

@@ -87,6 +87,37 @@ TEST_CASE("simulate cli: the same one-liner twice writes byte-identical JSON", "
   CHECK(j.at("seed") == 4);
 }
 
+TEST_CASE("simulate cli: --bounded-memory changes only the ITL and step-time percentiles, and says so",
+          "[cli][simulate][bounded-memory]") {
+  const Run exact = simulate(std::string(kSmall) + " --json -");
+  const Run bounded = simulate(std::string(kSmall) + " --bounded-memory --json -");
+  REQUIRE(exact.status == 0);
+  REQUIRE(bounded.status == 0);
+  const auto e = nlohmann::json::parse(exact.out), b = nlohmann::json::parse(bounded.out);
+  CHECK_FALSE(e.at("capsim").contains("bounded_memory"));
+  REQUIRE(b.at("capsim").contains("bounded_memory"));
+  CHECK(b.at("capsim").at("bounded_memory").at("percentile_max_relative_error") == std::ldexp(1.0, -10));
+  // Per-request latencies are kept exactly: every TTFT/TPOT/E2E key equal bit for bit.
+  for (const char* k : {"mean_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_e2el_ms", "mean_itl_ms", "completed"}) {
+    INFO(k);
+    CHECK(b.at(k) == e.at(k));
+  }
+  // ITL percentiles from the histogram: within one bucket, 2^-10 of the value.
+  for (const char* k : {"median_itl_ms", "p90_itl_ms", "p99_itl_ms"}) {
+    INFO(k);
+    const double x = e.at(k), y = b.at(k);
+    CHECK(std::abs(y - x) <= std::ldexp(x, -10));
+  }
+  // Decisions rest on exact percentiles: plan does not take the flag.
+  ScratchDir tmp;
+  const std::string cmd = "cd '" + std::string(CAPSIM_DATA_DIR) + "' && '" + std::string(CAPSIM_BINARY) +
+                          "' plan --bounded-memory --model llama-3.1-8b >/dev/null 2>'" + tmp.file("err") + "'";
+  const int raw = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(raw));
+  CHECK(WEXITSTATUS(raw) != 0);
+  CHECK(has(read_all(tmp.file("err")), "--bounded-memory"));
+}
+
 TEST_CASE("simulate cli: --json - prints only JSON on stdout", "[cli][simulate]") {
   const Run r = simulate(std::string(kSmall) + " --json -");
   REQUIRE(r.status == 0);
