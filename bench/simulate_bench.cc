@@ -8,7 +8,9 @@
 //   5. `capsim plan workloads/chatbot-500-users.yaml` over all cards (once; wall and CPU time,
 //      with the load-share search's early stops and without), unless REPEATS is negative.
 //   6. the whole `capsim simulate` process for case 3 (start-up, run, report: what a user waits
-//      for; the issue's 20 ms / 150 ms targets are this figure), at 10k and 100k requests.
+//      for; the issue's 20 ms / 150 ms targets are this figure), at 10k and 100k requests;
+//   7. (measured first) that process's peak resident memory at 10k, 100k and 400k requests, exact and with
+//      --bounded-memory, and what each further request costs (growth with trace length).
 // The bench tunes glibc's allocator as the capsim executable does (sim/core/allocator_tuning.h).
 // Each case also runs with skip-ahead off (SimulationConfig::skip_ahead, which also turns off
 // the implicit decode cohort: every sequence stepped one by one) for their share of the speed;
@@ -21,7 +23,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
 
 #include "sim/scenario/scenario.h"
 #include "sim/core/allocator_tuning.h"
@@ -74,6 +81,30 @@ double time_process(const std::string& args, int repeats) {
   return best;
 }
 
+// The peak resident set (bytes) of one run of the capsim executable, its output to /dev/null:
+// wait4's rusage is the child's own (RUSAGE_CHILDREN would be the largest child so far).
+double process_max_rss_bytes(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s{CAPSIM_BINARY, "--data-dir", CAPSIM_DATA_DIR};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, CAPSIM_BINARY, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw capsim::Error(std::string("cannot start ") + CAPSIM_BINARY);
+  int status = 0;
+  rusage ru{};
+  if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw capsim::Error(std::string("failed: ") + CAPSIM_BINARY + " " + args.front() + " ...");
+  }
+  return static_cast<double>(ru.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +113,27 @@ int main(int argc, char** argv) {
   const int repeats_arg = argc > 2 ? std::atoi(argv[2]) : 3;
   const int repeats = repeats_arg < 0 ? -repeats_arg : std::max(1, repeats_arg);
   try {
+    {
+      // Peak memory: what grows with the trace. Exact keeps every per-step value; bounded only
+      // the per-request records and latencies (docs/scale.md, "Memory flat in the run's length").
+      // First, while this process is small: a spawned child's ru_maxrss starts from the mm it
+      // was created with (posix_spawn's vfork shares this process's), so a large bench process
+      // would hide the child's own peak.
+      const std::vector<std::int64_t> sizes{10000, 100000, 400000};
+      for (const bool bounded : {false, true}) {
+        std::vector<double> rss;
+        for (const std::int64_t n : sizes) {
+          std::vector<std::string> a{"simulate", "-m", "llama-2-7b", "-c", "a100-80gb-sxm", "--max-num-seqs", "128",
+                                     "--max-num-batched-tokens", "2048", "--rate", "8", "--input-tokens", "512",
+                                     "--output-tokens", "256", "-q", "--requests", std::to_string(n)};
+          if (bounded) a.push_back("--bounded-memory");
+          rss.push_back(process_max_rss_bytes(a));
+        }
+        std::printf("%-44s max RSS %6.1f / %6.1f / %6.1f MB at 10k / 100k / 400k requests, %4.0f bytes per further request\n",
+                    bounded ? "  the same, --bounded-memory" : "capsim simulate process memory, issue workload",
+                    rss[0] / 1e6, rss[1] / 1e6, rss[2] / 1e6, (rss[2] - rss[1]) / static_cast<double>(sizes[2] - sizes[1]));
+      }
+    }
     capsim::scenario::ScenarioSpec azure;
     azure.name = "azure-conv-10k";
     azure.deployment.model = "llama-3.1-8b";
