@@ -4,7 +4,6 @@
 #include <cmath>
 #include <sstream>
 
-#include "sim/core/bounded_samples.h"
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
@@ -167,11 +166,7 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
   row("E2E latency", r.e2el);
   row("queueing", r.queue);
   page.table({"metric", "mean", "p50", "p90", "p95", "p99"}, rows);
-  if (b.config.bounded_memory) {
-    page.paragraph("--bounded-memory: the ITL percentiles and the step-time percentiles come from histograms, within " +
-                   fmt("%.2g", 100 * std::ldexp(1.0, -BoundedSamples::kMantissaBits)) +
-                   "% of the exact values; every other figure is exact.");
-  }
+  if (b.config.bounded_memory) page.paragraph(scenario::bounded_memory_note());
   if (!spec.slos.empty()) {
     std::vector<std::vector<std::string>> srows;
     std::vector<std::string> cls;

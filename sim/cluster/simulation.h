@@ -67,7 +67,8 @@ struct SimulationConfig {
   // Memory flat in the length of the run apart from the per-request records: the per-step
   // distributions (ITL, step time, batch size) go to bounded histograms (sim/core/bounded_samples.h:
   // counts, min, max and the mean as before; percentiles within 0.1%; std to rounding) instead of
-  // keeping every step's value. Off: every number exact, memory ~0.2 KB more per request.
+  // keeping every step's value. Off: every number exact, ~0.4 KB more per request (issue #12's
+  // workload: 610 against 232 bytes a request, docs/scale.md).
   bool bounded_memory = false;
   // Multi-LoRA: which adapter each arriving request names (count 0 = none; llm/lora.h).
   AdapterMix adapters;

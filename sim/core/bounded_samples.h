@@ -32,6 +32,8 @@ class BoundedSamples {
   static constexpr int kMantissaBits = 10;
   static constexpr int kBucketsPerBinade = 1 << kMantissaBits;
   static constexpr std::int64_t kMaxInteger = std::int64_t{1} << 24;
+  // The most a kReals percentile can differ from the exact one, relative to it: one bucket.
+  static constexpr double kMaxRelativeError = 1.0 / kBucketsPerBinade;
 
   explicit BoundedSamples(Kind kind = Kind::kReals) : kind_(kind) {}
   Kind kind() const { return kind_; }

@@ -57,13 +57,10 @@ std::size_t WeightedSamples::memory_bytes() const {
 void WeightedSamples::merge_bounded_into(WeightedSamples& other) const {
   // An exact set meeting a bounded one becomes bounded: its runs go into a histogram first.
   if (!other.bounded_) {
-    BoundedSamples h(bounded_->kind());
-    for (const auto& [v, c] : other.runs_) h.add(v, c);
-    other.runs_ = {};
-    other.sort_room_ = {};
-    other.count_room_ = {};
-    other.sorted_ = true;
-    other.bounded_ = std::move(h);
+    const std::vector<std::pair<double, std::int64_t>> runs = std::move(other.runs_);
+    other.total_ = 0;
+    other.bound_memory(bounded_->kind());  // this set is the bounded one
+    for (const auto& [v, c] : runs) other.add_run(v, c);
   }
   if (bounded_) {
     bounded_->merge_into(*other.bounded_);

@@ -132,6 +132,11 @@ double slo_value(const SloSpec& slo, const SimulationResult& r) {
   return p.p99;
 }
 
+std::string bounded_memory_note() {
+  return "--bounded-memory: the ITL and step-time percentiles come from histograms, within " +
+         fmt("%.2g", 100 * BoundedSamples::kMaxRelativeError) + "% of the exact values; every other figure is exact.";
+}
+
 nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                                const SimulationResult& r) {
   nlohmann::json j;
@@ -210,7 +215,7 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
     // Which numbers are no longer exact (sim/core/bounded_samples.h); absent in an exact run.
     j["capsim"]["bounded_memory"] = {
         {"approximate", {"itl std and percentiles", "step_ms percentiles"}},
-        {"percentile_max_relative_error", std::ldexp(1.0, -BoundedSamples::kMantissaBits)},
+        {"percentile_max_relative_error", BoundedSamples::kMaxRelativeError},
         {"note", "--bounded-memory: per-step distributions kept as histograms; counts, min, max, means and "
                  "per-request latencies exact"}};
   }
@@ -343,10 +348,7 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   row("TTFT: prefill", r.prefill);
   row("TTFT: return", r.first_token_return);
   t.print(os);
-  if (b.config.bounded_memory) {
-    os << "  --bounded-memory: ITL percentiles from a histogram, within "
-       << fmt("%.2g", 100 * std::ldexp(1.0, -BoundedSamples::kMantissaBits)) << "% of the exact values\n";
-  }
+  if (b.config.bounded_memory) os << "  " << bounded_memory_note() << "\n";
   if (r.pd) {
     os << "  disaggregated: TTFT's front end runs from the request to the decode engine: the prefill pool, the "
           "return to the proxy, the decode front end and the KV transfer (p50 "

@@ -14,6 +14,9 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                                const SimulationResult& r);
 void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
                       const SimulationResult& r);
+// SimulationConfig::bounded_memory: the sentence the text and HTML reports give (which figures
+// come from histograms and how close they are).
+std::string bounded_memory_note();
 // The steady-state analysis as JSON (docs/json-output.md#steady-state): MSER-5 truncation, the
 // 95% intervals of TTFT/TPOT/E2E (ms) and warnings.
 nlohmann::json steady_state_json(const SteadyState& s);
