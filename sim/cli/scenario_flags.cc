@@ -147,7 +147,7 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   }
   if (decode_option_ && decode_option_->count() > 0) {
     const scenario::GroupSpec g = one_group(decode_pool_, "--decode-pool");
-    s.decode_pool = ScenarioSpec::ExtraGroup{g.card, g.tp, g.replicas, g.weights};
+    s.decode_pool = ScenarioSpec::ExtraGroup{g.card, g.tp, g.replicas, g.weights, ""};
     s.serving = "pd-disaggregated";
   }
   if (slo_option_ && slo_option_->count() > 0) {

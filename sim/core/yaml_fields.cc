@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -118,6 +119,29 @@ bool took_lifted(const YAML::Node& root, const LiftedReferences& lifted) {
   return true;
 }
 
+// yaml-cpp keeps both entries of a repeated key and a lookup finds the first, so a second
+// `model:` would be ignored without a word: refused here, for every file capsim reads as YAML.
+void refuse_duplicate_keys(const YAML::Node& root, const std::string& path) {
+  std::vector<YAML::Node> pending{root};
+  while (!pending.empty()) {
+    const YAML::Node node = pending.back();
+    pending.pop_back();
+    if (node.IsSequence()) {
+      for (const auto& child : node) pending.push_back(child);
+    } else if (node.IsMap()) {
+      std::set<std::string> seen;
+      for (const auto& kv : node) {
+        if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second) {
+          const YAML::Mark m = kv.first.Mark();
+          throw Error(path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) +
+                      ": duplicate key '" + kv.first.Scalar() + "'; each key may appear once in a mapping");
+        }
+        pending.push_back(kv.second);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 YamlDoc YamlDoc::load(const std::string& path) {
@@ -147,6 +171,7 @@ YamlDoc YamlDoc::parse(const std::string& text, const std::string& path, bool li
     doc.root_ = load_yaml(text, path);
   }
   if (!doc.root_.IsMap()) throw Error(path + ": expected a mapping of fields at the top level");
+  refuse_duplicate_keys(doc.root_, path);
   if (const auto refs = doc.root_["references"]) {
     if (!refs.IsMap()) throw Error(path + ": references: expected a mapping key -> citation");
     for (const auto& kv : refs) {

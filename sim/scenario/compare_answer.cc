@@ -34,7 +34,7 @@ ScenarioSpec apply_groups(ScenarioSpec s, const std::vector<GroupSpec>& groups) 
   s.replicas = groups[0].replicas;
   s.extra_groups.clear();
   for (std::size_t i = 1; i < groups.size(); ++i) {
-    s.extra_groups.push_back({groups[i].card, groups[i].tp, groups[i].replicas, groups[i].weights});
+    s.extra_groups.push_back({groups[i].card, groups[i].tp, groups[i].replicas, groups[i].weights, ""});
   }
   return s;
 }

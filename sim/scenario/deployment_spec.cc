@@ -106,10 +106,22 @@ SpeculativeConfig parse_speculative(const std::string& json, const std::optional
 
 Deployment DeploymentSpec::resolve() const {
   Deployment d;
-  d.card = find_card(card);
-  d.model = find_model(model);
+  // Every message names the flag it is about, as the checks below do, so that a scenario file's
+  // reader can name its field instead (ScenarioSpec::attribute).
+  const auto named = [](const char* flag, const auto& find) {
+    try {
+      return find();
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      throw Error(msg.rfind("--", 0) == 0 ? msg : std::string(flag) + ": " + msg);
+    }
+  };
+  d.card = named("--card", [&] { return find_card(card); });
+  d.model = named("--model", [&] { return find_model(model); });
   // A path to an engine YAML (calibration/engines format) runs a profile outside the catalogue.
-  d.engine = is_engine_file(engine) ? EngineCatalogue::load_file(engine) : find_engine(engine);
+  d.engine = named("--engine", [&] {
+    return is_engine_file(engine) ? EngineCatalogue::load_file(engine) : find_engine(engine);
+  });
   d.tp = tp;
   d.pp = pp;
   d.dp = dp;

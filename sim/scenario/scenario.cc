@@ -181,7 +181,10 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
   };
   if (root["name"] && !own("name")) s.name = scalar(root["name"], p + "name");
   if (root["description"] && !own("description")) s.description = scalar(root["description"], p + "description");
-  if (root["model"]) s.deployment.model = scalar(root["model"], p + "model");
+  if (root["model"]) {
+    s.deployment.model = scalar(root["model"], p + "model");
+    s.origin["--model"] = p + "model";
+  }
   if (root["seed"]) s.seed = static_cast<std::uint64_t>(whole(root["seed"], p + "seed", 0, 2147483647));
   if (root["router"]) s.router = scalar(root["router"], p + "router");
   if (const auto d = root["deployment"]) {
@@ -197,6 +200,12 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
         }
       }
       if (first) {
+        // DeploymentSpec::resolve names the flag; a field from here is named by file and key.
+        for (const auto& [flag, key] : {std::pair{"--card", "card"}, {"--tp", "tp"}, {"--pp", "pp"},
+                                        {"--dp", "dp"}, {"--weights", "weights"}, {"--kv-cache", "kv_cache"},
+                                        {"--engine", "engine"}, {"--expert-imbalance", "expert_imbalance"}}) {
+          if (g[key]) s.origin[flag] = w + "." + key;
+        }
         if (g["pp"]) s.deployment.pp = whole(g["pp"], w + ".pp", 1, 64);
         if (g["dp"]) s.deployment.dp = whole(g["dp"], w + ".dp", 1, 1024);
         if (g["enable_expert_parallel"]) {
@@ -225,6 +234,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
         ScenarioSpec::ExtraGroup e;
         if (!g["card"]) throw Error(w + ".card: missing (required)");
         e.card = scalar(g["card"], w + ".card");
+        e.where = w;
         if (g["tp"]) e.tp = whole(g["tp"], w + ".tp", 1, 64);
         if (g["replicas"]) e.replicas = whole(g["replicas"], w + ".replicas", 1, 100000);
         if (g["weights"]) e.weights = scalar(g["weights"], w + ".weights");
@@ -257,12 +267,16 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       if (!g["card"]) throw Error(pw + ".card: missing (required)");
       ScenarioSpec::ExtraGroup e;
       e.card = scalar(g["card"], pw + ".card");
+      e.where = pw;
       if (g["tp"]) e.tp = whole(g["tp"], pw + ".tp", 1, 64);
       if (g["replicas"]) e.replicas = whole(g["replicas"], pw + ".replicas", 1, 100000);
       if (g["weights"]) e.weights = scalar(g["weights"], pw + ".weights");
       return e;
     };
     const ScenarioSpec::ExtraGroup pre = pool(dg["prefill"], w + ".prefill");
+    for (const auto& [flag, key] : {std::pair{"--card", "card"}, {"--tp", "tp"}, {"--weights", "weights"}}) {
+      if (dg["prefill"][key]) s.origin[flag] = pre.where + "." + key;
+    }
     s.deployment.card = pre.card;
     s.deployment.tp = pre.tp;
     s.deployment.weights = pre.weights;
@@ -280,6 +294,13 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
                       "gpu_memory_utilization", "prefix_caching", "enable_prefix_caching", "policy",
                       "max_model_len", "async_scheduling", "kv_offloading_size",
                       "kv_offloading_backend"});
+    for (const char* key : {"max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization",
+                            "max_model_len", "async_scheduling", "kv_offloading_size", "kv_offloading_backend"}) {
+      if (!e[key]) continue;
+      std::string flag = std::string("--") + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      s.origin[flag] = w + "." + key;
+    }
     if (e["max_num_seqs"]) s.deployment.max_num_seqs = whole(e["max_num_seqs"], w + ".max_num_seqs", 1, 1 << 20);
     if (e["max_num_batched_tokens"]) {
       s.deployment.max_num_batched_tokens = whole(e["max_num_batched_tokens"], w + ".max_num_batched_tokens", 1, 1 << 24);
@@ -367,6 +388,7 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
     if (wl["burstiness"]) {
       s.burstiness = parse_number(scalar(wl["burstiness"], w + ".burstiness"), w + ".burstiness");
       if (!(s.burstiness > 0)) throw Error(w + ".burstiness: must be > 0 (the gamma shape)");
+      s.origin["--burstiness"] = w + ".burstiness";
     }
     for (const char* k : {"prompt_tokens", "input_tokens"}) {
       if (wl[k]) {
@@ -469,12 +491,12 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
 }
 
 void validate_names(const ScenarioSpec& s) {
-  const auto named = [](const char* flag, const auto& find) {
+  const auto named = [&](const std::string& flag, const auto& find) {
     try {
       find();
     } catch (const Error& e) {
       const std::string msg = e.what();
-      throw Error(msg.rfind("--", 0) == 0 ? msg : std::string(flag) + ": " + msg);
+      throw Error(s.attribute(msg.rfind("--", 0) == 0 ? msg : flag + ": " + msg));
     }
   };
   named("--model", [&] { find_model(s.deployment.model); });
@@ -483,7 +505,9 @@ void validate_names(const ScenarioSpec& s) {
   named("--engine", [&] {
     if (is_engine_file(eng)) EngineCatalogue::load_file(eng); else find_engine(eng);
   });
-  for (const auto& g : s.extra_groups) named("deployment.card", [&] { find_card(g.card); });
+  for (const auto& g : s.extra_groups) {
+    named(g.where.empty() ? "deployment.card" : g.where + ".card", [&] { find_card(g.card); });
+  }
   named("--router", [&] { make_router(s.router); });
   if (s.serving == "pd-disaggregated") {
     named("--kv-link", [&] { kv_links().find(s.kv_link); });
@@ -512,9 +536,37 @@ void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, cons
   }
 }
 
+std::string ScenarioSpec::attribute(const std::string& message) const {
+  if (message.rfind("--", 0) != 0) return message;
+  const std::size_t colon = message.find(':');
+  if (colon == std::string::npos) return message;
+  const auto it = origin.find(message.substr(0, colon));
+  return it == origin.end() ? message : it->second + message.substr(colon);
+}
+
+namespace {
+
+// `d` resolved, its messages naming the scenario file's fields: the main group's through
+// s.origin, a further group's card, tp and weights through the group's own place in the file.
+Deployment resolve_named(const ScenarioSpec& s, const DeploymentSpec& d, const std::string& group_where = "") {
+  try {
+    return d.resolve();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (!group_where.empty()) {
+      for (const auto& [flag, key] : {std::pair{"--card:", "card"}, {"--tp:", "tp"}, {"--weights:", "weights"}}) {
+        if (msg.rfind(flag, 0) == 0) throw Error(group_where + "." + key + msg.substr(std::string(flag).size() - 1));
+      }
+    }
+    throw Error(s.attribute(msg));
+  }
+}
+
+}  // namespace
+
 std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
   std::vector<ReplicaGroup> groups;
-  Deployment main = s.deployment.resolve();
+  Deployment main = resolve_named(s, s.deployment);
   if (s.prefix_caching) main.limits.enable_prefix_caching = *s.prefix_caching;
   groups.push_back({main, s.replicas});
   for (const auto& e : s.extra_groups) {
@@ -531,7 +583,7 @@ std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
     f.max_num_seqs.reset();
     f.max_num_batched_tokens.reset();
     // async_scheduling is the engine's and stays as the main group's.
-    Deployment d = f.resolve();
+    Deployment d = resolve_named(s, f, e.where);
     if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
     groups.push_back({d, e.replicas});
   }
@@ -568,9 +620,9 @@ DecodePool resolve_decode_pool(const ScenarioSpec& s) {
     f.max_num_seqs.reset();  // that card's vLLM defaults unless set
     f.max_num_batched_tokens.reset();
   }
-  Deployment d = f.resolve();
+  Deployment d = resolve_named(s, f, s.decode_pool->where);
   if (s.prefix_caching) d.limits.enable_prefix_caching = *s.prefix_caching;
-  const Deployment pre = s.deployment.resolve();
+  const Deployment pre = resolve_named(s, s.deployment);
   if (d.kv_cache != pre.kv_cache) {
     throw Error("--decode-pool: the decode pool's KV cache (" + std::string(precision_name(d.kv_cache)) +
                 ") differs from the prefill pool's (" + std::string(precision_name(pre.kv_cache)) +
@@ -690,15 +742,27 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     OpenLoopConfig o;
     o.process = parse_arrival_process(s.arrival, s.where("--arrival"));
     o.burstiness = s.burstiness;
+    if (s.burstiness != 1.0) {
+      // As in vLLM's benchmark, whose arrivals are gamma with shape = burstiness (1 = Poisson):
+      // a burstiness with Poisson arrivals is that gamma process; with constant or offline
+      // arrivals it would mean nothing, and is refused rather than ignored.
+      if (o.process == ArrivalProcess::kPoisson) {
+        o.process = ArrivalProcess::kGamma;
+      } else if (o.process != ArrivalProcess::kGamma) {
+        throw Error(s.where("--burstiness") + ": applies to poisson or gamma arrivals, not '" +
+                    std::string(arrival_process_name(o.process)) + "' (" + s.where("--arrival") + ")");
+      }
+    }
     if (o.process != ArrivalProcess::kOffline) {
       if (!s.rate) throw Error("--rate: missing; give a rate (requests/s), --arrival offline, --users or --concurrency");
       o.stages.clear();
       std::stringstream in(*s.rate);
       std::string part;
+      std::vector<std::string> parts;
+      const std::string rw = s.where("--rate");
       while (std::getline(in, part, ',')) {
         RateStage st;
         const auto at = part.find('@');
-        const std::string rw = s.where("--rate");
         st.rate = parse_number(part.substr(0, at), rw);
         if (st.rate <= 0) throw Error(rw + ": '" + part.substr(0, at) + "' is not a rate > 0 (requests/s)");
         // 1e-6/s is one request in ~12 days; 1e7/s is beyond any one cluster.
@@ -708,8 +772,21 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
         if (at != std::string::npos) {
           st.duration_s = checked::finite_in(units::parse_time(part.substr(at + 1), rw), 0,
                                              checked::kMaxSimSeconds, rw, "s");
+          if (!(st.duration_s > 0)) {
+            throw Error(rw + ": the stage '" + part + "' lasts 0 s; a stage's duration must be > 0 "
+                        "(leave it out on the last stage to run that rate to the end)");
+          }
         }
         o.stages.push_back(st);
+        parts.push_back(part);
+      }
+      if (o.stages.empty()) throw Error(rw + ": no rate given; accepted: RATE or stages RATE@DURATION,...,RATE");
+      // A stage without a duration runs to the end of the run: only the last may be one.
+      for (std::size_t i = 0; i + 1 < o.stages.size(); ++i) {
+        if (o.stages[i].duration_s == 0) {
+          throw Error(rw + ": the stage '" + parts[i] + "' has no duration, so the stages after it "
+                      "would never start; give every stage but the last one, e.g. 5@10min,10@10min,20");
+        }
       }
     }
     o.requests = s.requests;

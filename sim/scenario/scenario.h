@@ -34,7 +34,13 @@ struct ScenarioSpec {
 
   DeploymentSpec deployment;
   int replicas = 1;
-  struct ExtraGroup { std::string card; int tp = 1; int replicas = 1; std::string weights = "auto"; };
+  struct ExtraGroup {
+    std::string card;
+    int tp = 1;
+    int replicas = 1;
+    std::string weights = "auto";
+    std::string where;  // "a.yaml: deployment[1]" when read from a file, for messages; else empty
+  };
   std::vector<ExtraGroup> extra_groups;  // mixed card types behind the same router
   // Serving model (cluster/disaggregation.h, `capsim list serving`): "aggregated", or
   // "pd-disaggregated", where the main deployment (card, tp, replicas, weights) is the prefill
@@ -92,6 +98,9 @@ struct ScenarioSpec {
     const auto it = origin.find(flag);
     return it == origin.end() ? flag : it->second;
   }
+  // A message that starts with a flag ("--tp: 3 does not divide ...", as DeploymentSpec::resolve
+  // words them), with the file and field in place of the flag where the value came from a file.
+  std::string attribute(const std::string& message) const;
 };
 
 // Reads a scenario file into `spec` (fields present in the file replace the defaults).

@@ -159,7 +159,7 @@ TEST_CASE("cli: bad input exits 2 with a message naming the flag and what is acc
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK(r.err ==
-          "capsim: error: unknown card 'h100-sxx'; did you mean: h100-sxm?; accepted: a10, "
+          "capsim: error: --card: unknown card 'h100-sxx'; did you mean: h100-sxm?; accepted: a10, "
           "a100-40gb-pcie, a100-40gb-sxm, a100-80gb-pcie, a100-80gb-sxm, a10g, b200, "
           "cpu-server-ddr5, h100-nvl, h100-pcie, h100-sxm, h200, l4, l40s, mi300x, rtx-3090, "
           "rtx-4090, t4\n");
@@ -169,7 +169,7 @@ TEST_CASE("cli: bad input exits 2 with a message naming the flag and what is acc
     CHECK(r.status == 2);
     CHECK(r.out.empty());
     CHECK(r.err ==
-          "capsim: error: unknown model 'phi-3-mino'; did you mean: phi-3-mini?; accepted: a "
+          "capsim: error: --model: unknown model 'phi-3-mino'; did you mean: phi-3-mini?; accepted: a "
           "catalogue name (capsim list models), a Hugging Face id of one, or a path to a "
           "config.json\n");
   }
@@ -339,4 +339,24 @@ TEST_CASE("cli: fit on gemma-2-9b reports the sliding-window layout", "[cli][sli
   CHECK(j.at("kv_layers_per_block").get<long long>() == 21);
   // A block of 16 tokens x 21 layers x 8192 B = 2,752,512 B.
   CHECK(j.at("kv_block_bytes").get<double>() == 2'752'512.0);
+}
+
+TEST_CASE("cli: an A100 80GB offers the 79.25 GiB CUDA reports, so Llama-3.1-70B fits on two",
+          "[cli][fit]") {
+  // calibration/cards/a100-80gb-sxm.yaml memory_visible: 79.25 GiB = 85,094,039,552 B (not the
+  // datasheet's decimal 80 GB = 74.51 GiB, which left this deployment 3.12 GiB short).
+  const Result r = run_capsim("fit --model llama-3.1-70b --card a100-80gb-sxm --tp 2 --json -");
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const auto& g = j.at("per_gpu");
+  CHECK(g.at("visible_bytes").get<double>() == 85'094'039'552.0);
+  CHECK(g.at("budget_bytes").get<double>() == Approx(0.9 * 85'094'039'552.0));
+  CHECK(j.at("fits") == true);
+  // KV per GPU: budget - weights 70.55 GB (141.1 GB / 2) - activations - runtime = 1.91 GB;
+  // a 16-token block per GPU is 16 x 80 layers x 4 KV heads x 128 x 2 (K, V) x 2 B = 2,621,440 B.
+  const double kv = g.at("budget_bytes").get<double>() - 70'553'706'496.0 -
+                    g.at("activations_bytes").get<double>() - g.at("runtime_bytes").get<double>();
+  CHECK(g.at("kv_cache_bytes").get<double>() == Approx(kv));
+  CHECK(j.at("kv_blocks") == static_cast<long long>(kv / 2'621'440.0));
+  CHECK(j.at("kv_blocks") == 728);
 }

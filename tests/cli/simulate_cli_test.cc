@@ -348,8 +348,12 @@ TEST_CASE("simulate cli: a bad engine.max_model_len exits 2 naming the field", "
   const std::string y2 = tmp.write("big.yaml",
                                    "name: x\nmodel: llama-3.1-8b\nengine: {max_model_len: 131073}\n"
                                    "workload: {rate: 4, requests: 5}\n");
+  // The check is the deployment's (it speaks of --max-model-len); the value came from the file,
+  // so the message names the file and the field instead.
   check_refused(simulate("-q '" + y2 + "'"),
-                "capsim: error: --max-model-len: 131073 exceeds llama-3.1-8b's context of 131072 tokens");
+                "big.yaml: engine.max_model_len: 131073 exceeds llama-3.1-8b's context of 131072 tokens");
+  check_refused(simulate("-q '" + y2 + "' --max-model-len 131074"),
+                "capsim: error: --max-model-len: 131074 exceeds llama-3.1-8b's context of 131072 tokens");
 }
 
 TEST_CASE("simulate cli: --async-scheduling false removes the step of lag, not the front end",
@@ -566,3 +570,70 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
 }
 
 }  // namespace
+
+TEST_CASE("simulate cli: a deployment field from a scenario file is named by file and key",
+          "[cli][simulate][errors]") {
+  ScratchDir tmp;
+  // 32 attention heads: TP 3 does not divide them (DeploymentSpec::resolve speaks of --tp).
+  const std::string tp = tmp.write("tp.yaml",
+                                   "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 3}\n"
+                                   "workload: {rate: 4, requests: 5}\n");
+  check_refused(simulate("-q '" + tp + "'"),
+                "tp.yaml: deployment.tp: 3 does not divide the 32 attention heads of llama-3.1-8b");
+  // Given on the command line, the same check names the flag.
+  check_refused(simulate("-q '" + tp + "' --tp 5"), "capsim: error: --tp: 5 does not divide");
+  const std::string card = tmp.write("card.yaml",
+                                     "model: llama-3.1-8b\ndeployment: {card: h100-sxx}\n"
+                                     "workload: {rate: 4, requests: 5}\n");
+  check_refused(simulate("-q '" + card + "'"), "card.yaml: deployment.card: unknown card 'h100-sxx'");
+  // A further group of a mixed fleet is named by its place in the list.
+  const std::string mixed = tmp.write("mixed.yaml",
+                                      "model: llama-3.1-8b\ndeployment:\n  - {card: h100-sxm}\n"
+                                      "  - {card: l40s, tp: 3}\nworkload: {rate: 4, requests: 5}\n");
+  check_refused(simulate("-q '" + mixed + "'"), "mixed.yaml: deployment[1].tp: 3 does not divide");
+}
+
+TEST_CASE("simulate cli: rate stages need a duration > 0 on every stage but the last",
+          "[cli][simulate][errors]") {
+  // Before, a stage of 0 s or without a duration ran to the end and the later stages never came.
+  check_refused(simulate("-q -n 20 --rate 5@0s,10@1min"), "--rate: the stage '5@0s' lasts 0 s");
+  check_refused(simulate("-q -n 20 --rate 5,10@1min"), "--rate: the stage '5' has no duration");
+  ScratchDir tmp;
+  const std::string y = tmp.write("stages.yaml",
+                                  "model: llama-3.1-8b\nworkload:\n  requests: 20\n  stages:\n"
+                                  "    - {rate: 5}\n    - {rate: 10, duration: 1min}\n");
+  check_refused(simulate("-q '" + y + "'"), "stages.yaml: workload.stages: the stage '5' has no duration");
+  // The last stage may run to the end: 5 req/s for 2 s (10 requests), then 10 req/s.
+  const Run ok = simulate("-q -n 30 --rate 5@2s,10 --json -");
+  REQUIRE(ok.status == 0);
+  CHECK(nlohmann::json::parse(ok.out).at("completed") == 30);
+}
+
+TEST_CASE("simulate cli: --burstiness makes Poisson arrivals gamma, as vLLM's benchmark does",
+          "[cli][simulate][workload]") {
+  const Run plain = simulate("-q -n 50 --rate 5 --json -");
+  const Run bursty = simulate("-q -n 50 --rate 5 --burstiness 0.5 --json -");
+  const Run gamma = simulate("-q -n 50 --rate 5 --arrival gamma --burstiness 0.5 --json -");
+  REQUIRE(plain.status == 0);
+  REQUIRE(bursty.status == 0);
+  REQUIRE(gamma.status == 0);
+  // vLLM draws gamma gaps with shape = burstiness (1 = Poisson): 0.5 is the gamma process.
+  CHECK(bursty.out == gamma.out);
+  CHECK(bursty.out != plain.out);
+  check_refused(simulate("-q -n 50 --rate 5 --arrival constant --burstiness 0.5"),
+                "--burstiness: applies to poisson or gamma arrivals, not 'constant'");
+}
+
+TEST_CASE("simulate cli: a key given twice in a YAML mapping is refused, not half-read",
+          "[cli][simulate][errors]") {
+  ScratchDir tmp;
+  // yaml-cpp keeps both and a lookup finds the first: the second model would be ignored.
+  const std::string y = tmp.write("dup.yaml",
+                                  "model: llama-3.1-8b\nworkload: {rate: 2, requests: 5}\n"
+                                  "model: llama-3.1-70b\n");
+  check_refused(simulate("-q '" + y + "'"), "dup.yaml:3:1: duplicate key 'model'");
+  const std::string nested = tmp.write("nested.yaml",
+                                       "model: llama-3.1-8b\ndeployment: {card: h100-sxm, card: t4}\n"
+                                       "workload: {rate: 2, requests: 5}\n");
+  check_refused(simulate("-q '" + nested + "'"), "nested.yaml:2:30: duplicate key 'card'");
+}

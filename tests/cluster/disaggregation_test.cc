@@ -31,7 +31,7 @@ ScenarioSpec pd_spec(const std::string& link, int prompt, int output) {
   s.deployment.model = "llama-3.1-8b";
   s.deployment.card = "h100-sxm";
   s.serving = "pd-disaggregated";
-  s.decode_pool = ScenarioSpec::ExtraGroup{"h100-sxm", 1, 1, "auto"};
+  s.decode_pool = ScenarioSpec::ExtraGroup{"h100-sxm", 1, 1, "auto", ""};
   s.kv_link = link;
   s.rate = "1";
   s.requests = 1;

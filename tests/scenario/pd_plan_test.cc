@@ -20,7 +20,7 @@ PdPlanRequest long_prompts() {
   s.deployment.model = "llama-3.1-8b";
   s.deployment.card = "h100-sxm";
   s.serving = "pd-disaggregated";
-  s.decode_pool = ScenarioSpec::ExtraGroup{"h100-sxm", 1, 1, "auto"};
+  s.decode_pool = ScenarioSpec::ExtraGroup{"h100-sxm", 1, 1, "auto", ""};
   s.kv_link = "ib-ndr-400";
   s.rate = "3";
   s.duration = "3min";
