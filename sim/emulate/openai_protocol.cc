@@ -165,6 +165,10 @@ ParseOutcome parse_request(Endpoint endpoint, const std::string& text) {
     out.error = std::move(e);
     return out;
   }
+  // A completion left without max_tokens gets 16, the field's default in vLLM's CompletionRequest
+  // (and OpenAI's legacy completions API); an explicit null means the rest of the context there,
+  // as an absent cap does for chat.
+  if (endpoint == Endpoint::kCompletions && body.find("max_tokens") == body.end()) max_tokens = 16;
   // Chat takes max_completion_tokens (OpenAI's newer name) and max_tokens; vLLM prefers the first.
   r.max_tokens = max_completion && endpoint == Endpoint::kChat ? max_completion : max_tokens;
   r.min_tokens = min_tokens.value_or(0);

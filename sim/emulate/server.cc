@@ -390,7 +390,7 @@ void Session::gone() {
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  Listener(net::io_context& io, tcp::endpoint at, Emulator& e) : acceptor_(io), emulator_(e) {
+  Listener(net::io_context& io, tcp::endpoint at, Emulator& e) : acceptor_(io), retry_(io), emulator_(e) {
     beast::error_code ec;
     acceptor_.open(at.protocol(), ec);
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
@@ -404,16 +404,24 @@ class Listener : public std::enable_shared_from_this<Listener> {
   unsigned short port() const { return acceptor_.local_endpoint().port(); }
   void accept() {
     acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-      if (!ec) {
-        s.set_option(tcp::no_delay(true), ec);
-        std::make_shared<Session>(std::move(s), self->emulator_)->start();
+      if (!self->acceptor_.is_open()) return;
+      if (ec) {
+        // Out of file descriptors (EMFILE), the pending connection stays queued and an
+        // immediate retry fails again at once: a busy loop that starves the sessions that
+        // would free descriptors. Wait a little before accepting again.
+        self->retry_.expires_after(std::chrono::milliseconds(100));
+        self->retry_.async_wait([self](beast::error_code) { self->accept(); });
+        return;
       }
+      s.set_option(tcp::no_delay(true), ec);
+      std::make_shared<Session>(std::move(s), self->emulator_)->start();
       self->accept();
     });
   }
 
  private:
   tcp::acceptor acceptor_;
+  net::steady_timer retry_;
   Emulator& emulator_;
 };
 

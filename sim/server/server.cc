@@ -82,6 +82,7 @@ struct Server::Impl {
   std::int64_t saved_limits[4] = {};
   asio::io_context ioc{1};
   tcp::acceptor acceptor{ioc};
+  asio::steady_timer accept_retry{ioc};
   std::unique_ptr<asio::thread_pool> pool;
 
   void accept();
@@ -385,13 +386,18 @@ class Session : public std::enable_shared_from_this<Session> {
 void Server::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (!acceptor.is_open()) return;
-    if (!ec) {
-      if (connections.load() >= opt.max_connections) {
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else {
-        std::make_shared<Session>(std::move(socket), *this)->start();
-      }
+    if (ec) {
+      // Out of file descriptors (EMFILE) an immediate retry fails at once and spins; wait a
+      // little so that closing sessions can free some.
+      accept_retry.expires_after(std::chrono::milliseconds(100));
+      accept_retry.async_wait([this](beast::error_code) { accept(); });
+      return;
+    }
+    if (connections.load() >= opt.max_connections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::make_shared<Session>(std::move(socket), *this)->start();
     }
     accept();
   });

@@ -14,10 +14,14 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -33,7 +37,8 @@ using nlohmann::json;
 // `capsim emulate ARGS --port 0` in a child process; the port it printed.
 class Emulator {
  public:
-  explicit Emulator(const std::string& args) {
+  // `shell` runs before it in the child's shell (e.g. a ulimit).
+  explicit Emulator(const std::string& args, const std::string& shell = "") {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     pid_ = ::fork();
@@ -41,7 +46,7 @@ class Emulator {
     if (pid_ == 0) {
       ::dup2(fds[1], 1);
       ::close(fds[0]);
-      const std::string cmd = "exec '" + std::string(CAPSIM_BINARY) + "' emulate --port 0 " + args;
+      const std::string cmd = shell + "exec '" + std::string(CAPSIM_BINARY) + "' emulate --port 0 " + args;
       ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
@@ -61,6 +66,7 @@ class Emulator {
     ::waitpid(pid_, &status, 0);
   }
   unsigned short port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -223,4 +229,44 @@ TEST_CASE("emulate server: clients that leave mid-write do not bring it down", "
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   CHECK(metric(m, "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=\"abort\"}") == 20);
+}
+
+// CPU seconds (user + system) the process `pid` has used, from /proc/PID/stat.
+static double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));  // after "pid (comm) "
+  std::string f;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(f);  // utime, stime
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+TEST_CASE("emulate server: out of file descriptors it waits instead of spinning, then serves again",
+          "[emulate]") {
+  // 64 descriptors, 80 idle clients: accept fails with EMFILE while they stay. An immediate
+  // retry used to fail again at once, a whole core busy and no request answered.
+  Emulator emu("--model llama-3.1-8b --card h100-sxm", "ulimit -n 64; ");
+  const unsigned short port = emu.port();
+  std::vector<tcp::socket> idle;
+  net::io_context io;
+  for (int i = 0; i < 80; ++i) {
+    tcp::socket s(io);
+    s.connect({net::ip::address_v4::loopback(), port});  // the kernel's backlog takes them all
+    idle.push_back(std::move(s));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double before = cpu_seconds(emu.pid());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double used = cpu_seconds(emu.pid()) - before;
+  INFO("CPU seconds in 2 s with the descriptors used up: " << used);
+  CHECK(used < 0.5);  // a spinning accept loop takes ~2 s of CPU here
+  for (auto& s : idle) {
+    boost::system::error_code ignored;
+    s.close(ignored);
+  }
+  idle.clear();
+  CHECK(request(port, http::verb::get, "/health").result() == http::status::ok);
 }

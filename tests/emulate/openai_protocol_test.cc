@@ -64,6 +64,22 @@ TEST_CASE("emulate protocol: chat prompt = per message ceil(chars/4) + 4, plus 3
                                  {"max_completion_tokens", 7}}).max_tokens == 7);
 }
 
+TEST_CASE("emulate protocol: a completion without max_tokens is capped at 16, as vLLM's", "[emulate]") {
+  // vLLM's CompletionRequest.max_tokens defaults to 16; chat has no such default (the cap is then
+  // max_model_len - prompt), and an explicit null means no cap in both.
+  CHECK(parsed(Endpoint::kCompletions, {{"prompt", "hi"}}).max_tokens == 16);
+  CHECK_FALSE(parsed(Endpoint::kCompletions, {{"prompt", "hi"}, {"max_tokens", nullptr}}).max_tokens);
+  CHECK(parsed(Endpoint::kCompletions, {{"prompt", "hi"}, {"max_tokens", 300}}).max_tokens == 300);
+  CHECK_FALSE(parsed(Endpoint::kChat, {{"messages", {{{"role", "user"}, {"content", "x"}}}}}).max_tokens);
+  // With ignore_eos the answer is those 16 tokens, ended by the cap.
+  ParsedRequest r = parsed(Endpoint::kCompletions, {{"prompt", {1, 2, 3, 4}}, {"ignore_eos", true}});
+  Rng rng(1);
+  const PlanOutcome p = plan_request(r, "m", 4096, kFixed100, rng);
+  REQUIRE(p.plan);
+  CHECK(p.plan->output_tokens == 16);
+  CHECK(p.plan->finish_reason == "length");
+}
+
 TEST_CASE("emulate protocol: completion prompts as text or token ids", "[emulate]") {
   CHECK(parsed(Endpoint::kCompletions, {{"prompt", "abcdefghi"}}).prompt_tokens == 3);
   CHECK(parsed(Endpoint::kCompletions, {{"prompt", {1, 2, 3, 4, 5}}}).prompt_tokens == 5);
