@@ -672,6 +672,12 @@ double parse_tolerance(const std::string& text, const std::string& where) {
     throw Error(where + ": '" + text + "' is not a tolerance; write a percentage like 10% (or a fraction, 0.1)");
   }
   if (negative && v > 0) throw Error(where + ": '" + text + "' is negative; a tolerance is >= 0, e.g. 10%");
+  // A bare number is a fraction; "10" is far likelier to mean 10% than +1000%, which would let
+  // the regression check pass whatever moved.
+  if (!percent && v > 1) {
+    throw Error(where + ": '" + text + "' as a fraction is " + std::to_string(static_cast<long long>(std::llround(v * 100))) +
+                "%; write " + text + "% for a percentage (a bare number is a fraction, accepted 0 to 1)");
+  }
   return percent ? v / 100 : v;
 }
 

@@ -367,7 +367,7 @@ void add_batch_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--overhead", o->overhead,
                   "fixed time per batch (framework dispatch, host copies); ASSUMED default")
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--price", o->prices,
                   "override a rent: CARD=USD_PER_HOUR (per GPU), e.g. t4=0.35; repeatable");
   cmd->add_option("--prices", o->prices_file, "price file (default calibration/prices.yaml)");

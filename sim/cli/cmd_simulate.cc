@@ -83,7 +83,7 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
       "  capsim simulate --model llama-3.1-8b --card h100-sxm --rate 10 --requests 2000 \\\n"
       "      --input-tokens lognormal:600:4000 --output-tokens lognormal:200:800\n"
       "  capsim simulate --model mistral-7b --card rtx-4090 --replicas 4 --users 500 \\\n"
-      "      --think-time exponential:20s --duration 30min --warmup 5min --slo ttft_p95<=1s\n"
+      "      --think-time exponential:20s --duration 30min --warmup 5min --slo 'ttft_p95<=1s'\n"
       "  capsim simulate --trace conversation_trace.jsonl --model llama-3.1-8b --card h100-sxm --json out.json\n"
       "  capsim simulate workloads/chat-8b-1x-h100.yaml --report chat.html --plot latency.svg\n"
       "  capsim simulate workloads/chatbot-500-users.yaml --replications 4   # SLOs decided over seeds 1-4\n"

@@ -111,7 +111,7 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
   bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
   bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
-  bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)");
+  bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)")->check(CLI::NonNegativeNumber);
   slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
 }
 

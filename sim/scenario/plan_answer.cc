@@ -127,9 +127,22 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
     if (w != "auto") parse_precision(w, "--weights");
   }
   for (const auto& k : kvs) {
-    if (k != "auto") parse_precision(k, "--kv-cache");
+    if (k == "auto") continue;
+    const Precision p = parse_precision(k, "--kv-cache");
+    if (p != Precision::kFp32 && p != Precision::kBf16 && p != Precision::kFp16 && p != Precision::kFp8) {
+      throw Error("--kv-cache: " + k + " is not a KV-cache precision capsim models; accepted: auto, fp32, bf16, fp16, fp8");
+    }
   }
   if (tps.empty() || weights.empty() || kvs.empty()) throw Error("--tp/--weights/--kv-cache: empty list");
+  {
+    // A TP list none of whose sizes divides the model's attention heads asks for nothing that
+    // exists: bad input (2), not "fits on no candidate" (1).
+    const int heads = find_model(base.deployment.model).heads;
+    if (std::none_of(tps.begin(), tps.end(), [&](int t) { return heads % t == 0; })) {
+      throw Error("--tp: " + o.tps + " divides none of the " + std::to_string(heads) + " attention heads of " +
+                  base.deployment.model + "; accepted: divisors of " + std::to_string(heads));
+    }
+  }
 
   if (o.before_search) o.before_search();
   plan::PlanSpace space;

@@ -326,6 +326,12 @@ TEST_CASE("check: tolerance and metric directions", "[check][baseline]") {
   CHECK(parse_tolerance("0.1", "t") == Approx(0.10));
   CHECK(parse_tolerance("0%", "t") == 0);
   CHECK_THROWS_WITH(parse_tolerance("-1%", "f: t"), "f: t: '-1%' is negative; a tolerance is >= 0, e.g. 10%");
+  // A bare number is a fraction up to 1: "10" would be +1000% and let any regression pass.
+  CHECK(parse_tolerance("1", "t") == 1);
+  CHECK_THROWS_WITH(parse_tolerance("10", "f: t"),
+                    "f: t: '10' as a fraction is 1000%; write 10% for a percentage (a bare number is a "
+                    "fraction, accepted 0 to 1)");
+  CHECK(parse_tolerance("150%", "t") == Approx(1.5));
   CHECK_THROWS_WITH(parse_tolerance("ten", "f: t"),
                     "f: t: 'ten' is not a tolerance; write a percentage like 10% (or a fraction, 0.1)");
   CHECK(higher_is_worse("p95_ttft_ms") == true);

@@ -624,6 +624,12 @@ TEST_CASE("simulate cli: --burstiness makes Poisson arrivals gamma, as vLLM's be
                 "--burstiness: applies to poisson or gamma arrivals, not 'constant'");
 }
 
+TEST_CASE("simulate cli: a negative seed is refused, not wrapped to 2^64 - 1", "[cli][simulate][errors]") {
+  const Run r = simulate("-q -n 5 --rate 1 --seed -1");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--seed"));
+}
+
 TEST_CASE("simulate cli: a key given twice in a YAML mapping is refused, not half-read",
           "[cli][simulate][errors]") {
   ScratchDir tmp;

@@ -106,6 +106,18 @@ TEST_CASE("plan: an option verified beyond --top is named in the text, not dropp
 TEST_CASE("plan: bad input is refused with the flag and what is accepted", "[plan][cli]") {
   const std::string args = kLight + " --rate 2 --cards l40s";
   {
+    // int4 is a weight precision, not a KV-cache one: bad input (2), not "fits on no candidate".
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<=1s' --kv-cache int4");
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "capsim: error: --kv-cache: int4 is not a KV-cache precision capsim models; accepted: auto, "
+                     "fp32, bf16, fp16, fp8\n"));
+  }
+  {
+    const auto r = run_capsim("plan " + args + " --slo 'ttft_p95<=1s' --tp 3,5");
+    CHECK(r.status == 2);
+    CHECK(has(r.err, "--tp: 3,5 divides none of the 32 attention heads of"));
+  }
+  {
     const auto r = run_capsim("plan " + args + " --slo 'ttft_p95=1s'");
     CHECK(r.status == 2);
     CHECK(r.err ==
