@@ -39,7 +39,8 @@ const Interval* MetricIntervals::get(const std::string& statistic) const {
   return nullptr;
 }
 
-SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std::size_t batches) {
+SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std::size_t batches,
+                                 bool bounded_population) {
   SteadyState st;
   std::vector<const RequestRecord*> order;
   order.reserve(records.size());
@@ -99,14 +100,24 @@ SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std:
     }
     const double se = std::sqrt(rss / (n - 2) / (sxx - sx * sx / n));
     const double tstat = se > 0 ? slope / se : (slope > 0 ? INFINITY : 0);
-    st.growing = tstat > 3 && means.back() >= 1.5 * means.front();
+    const bool rising = tstat > 3 && means.back() >= 1.5 * means.front();
+    if (rising && bounded_population) {
+      // N users waiting for their answers cannot queue without bound: the rise is the run
+      // still settling, and its percentiles are not yet the steady state's.
+      st.settled = false;
+      st.warnings.push_back("not at steady state: TTFT still rising at the end of the run (batch means " +
+                            fmt_s(means.front()) + " -> " + fmt_s(means.back()) +
+                            "); a closed loop cannot queue without bound, so this is the warm-up (sessions "
+                            "and histories still growing), not an overload; run longer (--duration)");
+    }
+    st.growing = rising && !bounded_population;
     if (st.growing) {
       st.warnings.push_back("overloaded: TTFT keeps growing through the run (batch means " + fmt_s(means.front()) +
                             " -> " + fmt_s(means.back()) +
                             "); the queue is not stable, so its percentiles depend on the run length");
     }
   }
-  if (!st.settled) {
+  if (!(a.settled && b.settled)) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "%.0f s", st.transient_end_s);
     st.warnings.push_back("not at steady state: MSER-5 puts the end of the warm-up transient at request " +

@@ -95,7 +95,7 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.why = "within its bound, but the run is overloaded (TTFT keeps growing): no steady state to decide on";
   } else if (!r.steady.settled) {
     d.decision = Decision::kInconclusive;
-    d.why = "within its bound, but the run did not reach steady state (MSER-5); run longer to decide";
+    d.why = "within its bound, but the run did not reach steady state (MSER-5, or TTFT still rising; see the warnings); run longer to decide";
   } else {
     d.decision = Decision::kPass;
   }
@@ -155,7 +155,7 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
             units::format_time(d.bound) + "; run longer or more replications to decide";
   } else if (!settled || growing) {
     d.decision = Decision::kInconclusive;
-    d.why = "within its bound" + range + ", but a replication did not reach steady state (MSER-5) or is "
+    d.why = "within its bound" + range + ", but a replication did not reach steady state (MSER-5, or TTFT still rising) or is "
             "overloaded; run longer";
   } else {
     d.decision = Decision::kPass;

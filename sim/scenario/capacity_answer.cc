@@ -63,7 +63,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   nlohmann::json pts = nlohmann::json::array();
   for (std::size_t i = 0; i < loads.size(); ++i) {
     const SimulationResult& r = curve[i].result;
-    pts.push_back({{"load", loads[i]}, {"slos_met", curve[i].verdict.met},
+    pts.push_back({{"load", loads[i]}, {"slos_met", curve[i].verdict.met}, {"slos_verdict", plan::decision_name(curve[i].verdict.decision)},
                    {"request_throughput", r.request_throughput}, {"output_throughput", r.output_throughput},
                    {"median_ttft_ms", r.ttft.median * 1e3}, {"p95_ttft_ms", r.ttft.p95 * 1e3},
                    {"p99_ttft_ms", r.ttft.p99 * 1e3}, {"p95_tpot_ms", r.tpot.p95 * 1e3},
@@ -96,14 +96,24 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   TextTable& t = a.table;
   t = TextTable({axis.name, "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p95",
                "E2E p95", "SLOs", "limited by"});
+  bool unsure = false;
   for (std::size_t i = 0; i < loads.size(); ++i) {
     const SimulationResult& r = curve[i].result;
+    // INCONCLUSIVE is not a miss: within the bounds (or straddling them) but not decided, e.g. a
+    // run not yet at steady state; capacity counts only the loads verified to meet the SLOs.
+    const bool inconclusive = curve[i].verdict.decision == plan::Decision::kInconclusive;
+    unsure = unsure || inconclusive;
     t.row({axis.whole ? fmt("%.0f", loads[i]) : fmt("%.2f", loads[i]), fmt("%.2f", r.request_throughput),
            fmt("%.0f", r.output_throughput), units::format_time(r.ttft.median), units::format_time(r.ttft.p95),
            units::format_time(r.ttft.p99), units::format_time(r.tpot.p95), units::format_time(r.e2el.p95),
-           curve[i].verdict.met ? "met" : "missed", plan::binding_resource(r)});
+           curve[i].verdict.met ? "met" : inconclusive ? "unsure" : "missed", plan::binding_resource(r)});
   }
   t.print(text);
+  if (unsure) {
+    text << "\n  unsure: not decided (a run not at steady state, or an interval that straddles a bound: `capsim "
+            "simulate` at that load says which); capacity counts only loads verified to meet the SLOs, so a "
+            "longer run (--duration) can raise it\n";
+  }
   a.text = text.str();
   return a;
 }

@@ -61,6 +61,7 @@ class ClosedLoop : public Workload {
     send(r.user, now + from_seconds(think), sink);
   }
 
+  bool bounded_population() const override { return true; }
   std::string describe() const override {
     std::ostringstream o;
     // Said in words because "N users" with no think time is easily misread as N chat users: such

@@ -28,6 +28,9 @@ class Workload {
   }
   // One line describing it, for reports ("closed loop: 500 users, think exp(20 s)").
   virtual std::string describe() const = 0;
+  // Whether the workload itself bounds the requests in the system (a closed loop: N users or a
+  // fixed concurrency, each waiting for its answer), so that no queue can grow without bound.
+  virtual bool bounded_population() const { return false; }
 };
 
 }  // namespace capsim

@@ -643,3 +643,18 @@ TEST_CASE("simulate cli: a key given twice in a YAML mapping is refused, not hal
                                        "workload: {rate: 2, requests: 5}\n");
   check_refused(simulate("-q '" + nested + "'"), "nested.yaml:2:30: duplicate key 'card'");
 }
+
+TEST_CASE("simulate cli: a closed loop still warming up is INCONCLUSIVE, not an overloaded FAIL",
+          "[cli][simulate][slo]") {
+  // 430 chat users on one H100 over 6 minutes: TTFT p95 ~0.22 s against a 1 s bound, but its
+  // batch means still rise (histories lengthening). Before, that rise read as an overload and
+  // failed the run, while the same load over 20 minutes passed.
+  const Run r = simulate("'" + std::string(CAPSIM_DATA_DIR) + "/workloads/chat-8b-1x-h100.yaml" +
+                         "' --users 430 --duration 6min --warmup 1min");
+  INFO(r.out << r.err);
+  CHECK(r.status == 0);
+  CHECK(has(r.out, "not at steady state: TTFT still rising"));
+  CHECK(has(r.out, "INCONCLUSIVE"));
+  CHECK_FALSE(has(r.out, "overloaded"));
+  CHECK_FALSE(has(r.out, "FAIL"));
+}

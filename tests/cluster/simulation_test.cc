@@ -670,3 +670,26 @@ TEST_CASE("simulation: records come back by id, each with its own request's numb
     check_by_id({request(0, 0, 100, 5), request(1, 0, 100, 6), request(2, 0, 100, 7)});
   }
 }
+
+TEST_CASE("steady state: TTFT rising through a closed loop is a transient, through an open loop an overload",
+          "[metrics][steady-state]") {
+  // 400 requests 0.1 s apart whose TTFT climbs 0.05 s -> 0.25 s: batch means rise 5x with a
+  // t-statistic far above 3. An open loop's queue can grow without bound (overloaded); N users
+  // waiting for their answers cannot, so there the run is only not settled yet.
+  std::vector<RequestRecord> records;
+  for (std::uint64_t i = 0; i < 400; ++i) {
+    const double ttft = 0.05 + 0.0005 * static_cast<double>(i);
+    records.push_back({i, 0.1 * static_cast<double>(i), 0, 0, ttft, 0, ttft, 1.0, 0.01, 100, 10, 0, 0, 0});
+  }
+  const SteadyState open = analyze_steady_state(records, 20, false);
+  CHECK(open.growing);
+  CHECK_FALSE(open.at_steady_state());
+  const SteadyState closed = analyze_steady_state(records, 20, true);
+  CHECK_FALSE(closed.growing);
+  CHECK_FALSE(closed.settled);
+  CHECK_FALSE(closed.at_steady_state());
+  bool said = false;
+  for (const auto& w : closed.warnings) said = said || w.rfind("not at steady state: TTFT still rising", 0) == 0;
+  CHECK(said);
+  for (const auto& w : closed.warnings) CHECK(w.find("overloaded") == std::string::npos);
+}

@@ -248,6 +248,13 @@ TEST_CASE("emulate server: out of file descriptors it waits instead of spinning,
           "[emulate]") {
   // 64 descriptors, 80 idle clients: accept fails with EMFILE while they stay. An immediate
   // retry used to fail again at once, a whole core busy and no request answered.
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizers' runtime needs descriptors of its own (UBSan's vptr check probes memory
+  // through a pipe): out of them, it reports the emulator's valid timer as an invalid object
+  // and stops the process. The plain build (ctest) runs this test.
+  WARN("skipped: needs a process that can run out of file descriptors; the sanitizer runtime cannot");
+  return;
+#endif
   Emulator emu("--model llama-3.1-8b --card h100-sxm", "ulimit -n 64; ");
   const unsigned short port = emu.port();
   std::vector<tcp::socket> idle;
