@@ -226,6 +226,12 @@ void check_refused(const Run& r, const std::string& message) {
   CHECK(has(r.err, message));
 }
 
+// A scenario file `name` holding `yaml`, refused by `simulate` with `message`.
+void check_file_refused(const ScratchDir& tmp, const std::string& name, const std::string& yaml,
+                        const std::string& message) {
+  check_refused(simulate("-q '" + tmp.write(name, yaml) + "'"), message);
+}
+
 TEST_CASE("simulate cli: bad input exits 2 with a pinned message", "[cli][simulate][errors]") {
   SECTION("--rate -1") {
     // parse_number("--rate") refuses negatives before the > 0 check.
@@ -574,23 +580,18 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
 TEST_CASE("simulate cli: a deployment field from a scenario file is named by file and key",
           "[cli][simulate][errors]") {
   ScratchDir tmp;
+  const std::string load = "workload: {rate: 4, requests: 5}\n";
   // 32 attention heads: TP 3 does not divide them (DeploymentSpec::resolve speaks of --tp).
-  const std::string tp = tmp.write("tp.yaml",
-                                   "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 3}\n"
-                                   "workload: {rate: 4, requests: 5}\n");
-  check_refused(simulate("-q '" + tp + "'"),
-                "tp.yaml: deployment.tp: 3 does not divide the 32 attention heads of llama-3.1-8b");
+  check_file_refused(tmp, "tp.yaml", "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 3}\n" + load,
+                     "tp.yaml: deployment.tp: 3 does not divide the 32 attention heads of llama-3.1-8b");
   // Given on the command line, the same check names the flag.
-  check_refused(simulate("-q '" + tp + "' --tp 5"), "capsim: error: --tp: 5 does not divide");
-  const std::string card = tmp.write("card.yaml",
-                                     "model: llama-3.1-8b\ndeployment: {card: h100-sxx}\n"
-                                     "workload: {rate: 4, requests: 5}\n");
-  check_refused(simulate("-q '" + card + "'"), "card.yaml: deployment.card: unknown card 'h100-sxx'");
+  check_refused(simulate("-q '" + tmp.file("tp.yaml") + "' --tp 5"), "capsim: error: --tp: 5 does not divide");
+  check_file_refused(tmp, "card.yaml", "model: llama-3.1-8b\ndeployment: {card: h100-sxx}\n" + load,
+                     "card.yaml: deployment.card: unknown card 'h100-sxx'");
   // A further group of a mixed fleet is named by its place in the list.
-  const std::string mixed = tmp.write("mixed.yaml",
-                                      "model: llama-3.1-8b\ndeployment:\n  - {card: h100-sxm}\n"
-                                      "  - {card: l40s, tp: 3}\nworkload: {rate: 4, requests: 5}\n");
-  check_refused(simulate("-q '" + mixed + "'"), "mixed.yaml: deployment[1].tp: 3 does not divide");
+  check_file_refused(tmp, "mixed.yaml",
+                     "model: llama-3.1-8b\ndeployment:\n  - {card: h100-sxm}\n  - {card: l40s, tp: 3}\n" + load,
+                     "mixed.yaml: deployment[1].tp: 3 does not divide");
 }
 
 TEST_CASE("simulate cli: rate stages need a duration > 0 on every stage but the last",
@@ -634,14 +635,11 @@ TEST_CASE("simulate cli: a key given twice in a YAML mapping is refused, not hal
           "[cli][simulate][errors]") {
   ScratchDir tmp;
   // yaml-cpp keeps both and a lookup finds the first: the second model would be ignored.
-  const std::string y = tmp.write("dup.yaml",
-                                  "model: llama-3.1-8b\nworkload: {rate: 2, requests: 5}\n"
-                                  "model: llama-3.1-70b\n");
-  check_refused(simulate("-q '" + y + "'"), "dup.yaml:3:1: duplicate key 'model'");
-  const std::string nested = tmp.write("nested.yaml",
-                                       "model: llama-3.1-8b\ndeployment: {card: h100-sxm, card: t4}\n"
-                                       "workload: {rate: 2, requests: 5}\n");
-  check_refused(simulate("-q '" + nested + "'"), "nested.yaml:2:30: duplicate key 'card'");
+  check_file_refused(tmp, "dup.yaml", "model: llama-3.1-8b\nworkload: {rate: 2, requests: 5}\nmodel: llama-3.1-70b\n",
+                     "dup.yaml:3:1: duplicate key 'model'");
+  check_file_refused(tmp, "nested.yaml",
+                     "model: llama-3.1-8b\ndeployment: {card: h100-sxm, card: t4}\nworkload: {rate: 2, requests: 5}\n",
+                     "nested.yaml:2:30: duplicate key 'card'");
 }
 
 TEST_CASE("simulate cli: a closed loop still warming up is INCONCLUSIVE, not an overloaded FAIL",
