@@ -1,6 +1,9 @@
 // capsim: an LLM inference-server capacity simulator. One visible table of subcommands.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "sim/core/allocator_tuning.h"
@@ -15,6 +18,17 @@
 // fill glibc's first heap below the huge-page range, faulted in 4 KiB at a time (17 faults of
 // ~151 in a `--requests 1` run).
 [[gnu::constructor(101)]] static void tune_allocator_first() { capsim::tune_allocator(); }
+
+// What the command printed must have reached stdout: a full disk or a closed pipe behind
+// `--json -` is a failed run (2), not a success with the answer lost.
+static int checked_exit(int code) {
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::cerr << "capsim: error: cannot write stdout: " << std::strerror(errno) << "\n";
+    return 2;
+  }
+  return code;
+}
 
 int main(int argc, char** argv) {
   using namespace capsim::cli;
@@ -98,10 +112,10 @@ int main(int argc, char** argv) {
                    "(workloads/chatbot-500-users.yaml, its SLOs decided over seeds "
                 << chatbot.seed << "-" << chatbot.seed + kDefaultSeeds - 1
                 << "). `capsim --help` lists the commands.\n\n";
-      return run_scenario(chatbot, "", true, "", "", kDefaultSeeds);
+      return checked_exit(run_scenario(chatbot, "", true, "", "", kDefaultSeeds));
     } catch (const std::exception& e) {
       return report_error(e);
     }
   }
-  return exit_code;
+  return checked_exit(exit_code);
 }

@@ -360,3 +360,18 @@ TEST_CASE("cli: an A100 80GB offers the 79.25 GiB CUDA reports, so Llama-3.1-70B
   CHECK(j.at("kv_blocks") == static_cast<long long>(kv / 2'621'440.0));
   CHECK(j.at("kv_blocks") == 728);
 }
+
+TEST_CASE("cli: an answer that cannot be written to stdout is a failed run", "[cli][errors]") {
+  // /dev/full refuses every write (ENOSPC): before, `--json - > /dev/full` exited 0, the answer lost.
+  if (!std::filesystem::exists("/dev/full")) {
+    WARN("skipped: no /dev/full on this system");
+    return;
+  }
+  for (const char* args : {"fit > /dev/full", "simulate -q -n 5 --rate 1 --json - > /dev/full"}) {
+    const Result r = run_capsim(args);
+    INFO(args);
+    CHECK(r.status == 2);
+    CHECK(r.err == "capsim: error: cannot write stdout: No space left on device\n");
+  }
+  CHECK(run_capsim("fit > /dev/null").status == 0);
+}
