@@ -89,18 +89,31 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
     if (g.replicas < 1) throw Error(flag + ": '" + text + "': the count must be >= 1; " + kDeploymentForm);
     if (i >= w.size()) throw Error(flag + ": '" + text + "' names no card; " + kDeploymentForm);
     g.card = cards().find(w[i++]).name;
+    bool tp_given = false, weights_given = false;
     for (; i < w.size(); ++i) {
+      // Each of TP and precision once: a second one would silently replace the first.
       if (w[i].rfind("tp", 0) == 0 && w[i].size() > 2) {
         const std::string where = flag + " '" + text + "': " + w[i];
+        if (tp_given) throw Error(where + ": a second TP in one group; " + kDeploymentForm);
+        tp_given = true;
         g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
       } else {
         parse_precision(w[i], flag + " '" + text + "'");
+        if (weights_given) {
+          throw Error(flag + " '" + text + "': " + w[i] + ": a second precision in one group; " + kDeploymentForm);
+        }
+        weights_given = true;
         g.weights = w[i];
       }
     }
     groups.push_back(g);
   }
   if (groups.empty()) throw Error(flag + ": empty; " + std::string(kDeploymentForm));
+  // getline drops what follows a last '+': "1x h100-sxm +" would read as one group.
+  const auto last = text.find_last_not_of(" \t");
+  if (last != std::string::npos && text[last] == '+') {
+    throw Error(flag + ": '" + text + "' ends with '+' and no group after it; " + kDeploymentForm);
+  }
   return groups;
 }
 

@@ -105,3 +105,17 @@ TEST_CASE("compare: deployments given as positional words get a hint to use --de
   CHECK(s.status == 2);
   CHECK_FALSE(has(s.err, "--deployment"));
 }
+
+TEST_CASE("compare: a deployment with two TPs, two precisions or a dangling '+' is refused", "[compare][cli][errors]") {
+  // Each replaced the one before it, or was dropped, without a word.
+  const std::string base = "compare -m llama-3.1-8b --rate 1 --duration 1min --warmup 10s -q ";
+  const auto tp = run_capsim(base + "-d '1x h100-sxm tp2 tp4'");
+  CHECK(tp.status == 2);
+  CHECK(has(tp.err, "--deployment '1x h100-sxm tp2 tp4': tp4: a second TP in one group; accepted:"));
+  const auto w = run_capsim(base + "-d '1x h100-sxm fp8 bf16'");
+  CHECK(w.status == 2);
+  CHECK(has(w.err, "bf16: a second precision in one group"));
+  const auto plus = run_capsim(base + "-d '1x h100-sxm +'");
+  CHECK(plus.status == 2);
+  CHECK(has(plus.err, "ends with '+' and no group after it"));
+}
