@@ -1,5 +1,6 @@
 #include "sim/plan/sweep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -314,6 +315,44 @@ nlohmann::json run_sweep(const Sweep& sweep, Shard shard, unsigned threads, bool
   return doc;
 }
 
+namespace {
+
+// A shard's run record as run_record writes it: a hand-edited or corrupted one is refused by
+// file, run and field rather than merged (or failing later with the JSON library's words).
+void check_run_record(const nlohmann::json& r, const std::string& where) {
+  const auto bad = [&](const std::string& key, const std::string& expected) {
+    return Error(where + ": " + key + ": " + r[key].dump() + " is not " + expected);
+  };
+  static const std::vector<std::string> kText = {"workload", "scenario", "model", "card", "weights",
+                                                 "slo", "binds", "error"};
+  static const std::vector<std::string> kWhole = {"tp", "replicas", "seed", "completed", "rejected", "preemptions"};
+  for (const auto& [key, v] : r.items()) {
+    if (key == "index") continue;
+    if (std::find(kText.begin(), kText.end(), key) != kText.end()) {
+      if (!v.is_string()) throw bad(key, "a string");
+    } else if (std::find(kWhole.begin(), kWhole.end(), key) != kWhole.end()) {
+      if (!v.is_number_integer() || v.get<long long>() < 0) throw bad(key, "a whole number >= 0");
+    } else if (key == "steady_state") {
+      if (!v.is_boolean()) throw bad(key, "true or false");
+    } else if (key == "status") {
+      if (v != "ok" && v != "failed") throw bad(key, "'ok' or 'failed'");
+    } else if (std::find(kColumns.begin(), kColumns.end(), key) != kColumns.end()) {
+      // The metrics: a number >= 0 (null where a statistic has no value).
+      if (!v.is_null() && !(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0)) {
+        throw bad(key, "a finite number >= 0");
+      }
+    }
+  }
+  if (!r.contains("status")) throw Error(where + ": status: missing");
+  if (r["status"] == "ok") {
+    for (const char* key : {"model", "card", "completed", "request_throughput", "mean_ttft_ms", "mean_e2el_ms"}) {
+      if (!r.contains(key)) throw Error(where + ": " + key + ": missing (a run with status 'ok' has it)");
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json merge_sweeps(const std::vector<std::pair<std::string, nlohmann::json>>& shards) {
   if (shards.empty()) throw Error("merge: no shard files given");
   const auto field = [](const std::string& file, const nlohmann::json& d, const char* key) {
@@ -345,6 +384,7 @@ nlohmann::json merge_sweeps(const std::vector<std::pair<std::string, nlohmann::j
         throw Error(file + ": results: a run without a valid index (0.." + std::to_string(n) + ")");
       }
       const auto i = r["index"].get<std::size_t>();
+      check_run_record(r, file + ": run " + std::to_string(i));
       if (!from[i].empty()) {
         throw Error(file + ": run " + std::to_string(i) + " is also in " + from[i] + " (a shard given twice?)");
       }

@@ -101,6 +101,33 @@ TEST_CASE("sweep: merge refuses missing, repeated and foreign shards", "[sweep]"
                     Catch::Contains("b.json: belongs to a different sweep"));
   CHECK_THROWS_WITH(merge_sweeps({{"x.json", nlohmann::json::object()}}),
                     Catch::Contains("x.json: not a capsim sweep result"));
+  // A corrupted run record is refused by file, run and field (it was merged as it was: a
+  // negative TTFT printed and passing its SLO, a string in a metric column).
+  const auto corrupt = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json c = b;
+    for (auto& r : c["results"]) {
+      if (r["status"] == "ok") {
+        if (value.is_null()) r.erase(key); else r[key] = value;
+        return std::pair{c, r["index"].get<std::size_t>()};
+      }
+    }
+    FAIL("no run with status ok in the shard");
+    return std::pair{c, std::size_t{0}};
+  };
+  const auto [neg, i1] = corrupt("p95_ttft_ms", -5.0);
+  CHECK_THROWS_WITH(merge_sweeps({{"a.json", a}, {"b.json", neg}}),
+                    "b.json: run " + std::to_string(i1) + ": p95_ttft_ms: -5.0 is not a finite number >= 0");
+  const auto [text, i2] = corrupt("mean_e2el_ms", "abc");
+  CHECK_THROWS_WITH(merge_sweeps({{"a.json", a}, {"b.json", text}}),
+                    Catch::Contains("mean_e2el_ms: \"abc\" is not a finite number >= 0"));
+  const auto [card, i3] = corrupt("card", 7);
+  CHECK_THROWS_WITH(merge_sweeps({{"a.json", a}, {"b.json", card}}), Catch::Contains("card: 7 is not a string"));
+  const auto [status, i4] = corrupt("status", "bogus");
+  CHECK_THROWS_WITH(merge_sweeps({{"a.json", a}, {"b.json", status}}),
+                    Catch::Contains("status: \"bogus\" is not 'ok' or 'failed'"));
+  const auto [gone, i5] = corrupt("completed", nullptr);
+  CHECK_THROWS_WITH(merge_sweeps({{"a.json", a}, {"b.json", gone}}),
+                    Catch::Contains("completed: missing (a run with status 'ok' has it)"));
 }
 
 TEST_CASE("sweep: bad input names the file and field", "[sweep]") {
