@@ -235,6 +235,15 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
     CHECK(load_error(with("source: ds}\nmemory_bandwidth", "source: ds}}\nmemory_bandwidth")) ==
           f + ":4:34: malformed YAML: illegal flow end");
   }
+  SECTION("a misspelt field, which would otherwise fall back to its default unseen") {
+    CHECK(load_error(with("tdp:", "memory_visble: {value: 23GiB, source: ds}\ntdp:")) ==
+          f + ": unknown field 'memory_visble'; accepted: name, display_name, aliases, kind, vendor, "
+              "architecture, references, memory, memory_visible, memory_bandwidth, dense_peak, interconnect, "
+              "efficiency, tdp, ecc, mig_instances");
+    CHECK(load_error(with("  compute: {", "  compte: {")) ==
+          f + ": efficiency: unknown field 'compte'; accepted: compute, compute_fp8, memory_bandwidth, "
+              "attention_bandwidth, kernel_floor");
+  }
   SECTION("a number without a unit") {
     CHECK(load_error(with("{value: 24GB,", "{value: 24,")) ==
           f + ": memory: '24' has no unit; expected a size such as '80GB'; "
