@@ -1,5 +1,6 @@
 #include "sim/core/yaml_fields.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -273,6 +274,19 @@ std::string YamlDoc::source_of(const std::string& field) const {
   if (!n["source"].IsScalar()) return "";
   const auto it = references_.find(n["source"].Scalar());
   return it == references_.end() ? "" : it->second;
+}
+
+void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
+  std::string list;
+  for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
+  if (!n.IsMap()) throw Error(where + ": expected a mapping with fields among: " + list);
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) throw Error(where + ": a field name is not a plain word; accepted: " + list);
+    const std::string& k = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      throw Error(where + ": unknown field '" + k + "'; accepted: " + list);
+    }
+  }
 }
 
 }  // namespace capsim

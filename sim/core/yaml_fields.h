@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/core/units.h"
 
@@ -53,6 +54,9 @@ class YamlDoc {
 
 // A scalar's text; Error "where: expected a single value" for a list, mapping or null.
 std::string yaml_scalar(const YAML::Node& n, const std::string& where);
+// `n` must be a mapping whose field names are all among `keys`: a misspelt optional field would
+// otherwise be ignored and its default used unseen. Throws "<where>: unknown field 'k'; accepted: ...".
+void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys);
 
 // Plain-number parse with range check; for fractions, counts and flags.
 double parse_number(const std::string& text, const std::string& where);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
@@ -11,6 +14,19 @@ namespace capsim {
 
 EngineProfile EngineCatalogue::load_file(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
+  check_keys(doc.root(), path, {"name", "display_name", "references", "overhead", "kernels", "communication",
+                                "memory", "request_path", "defaults"});
+  const std::vector<std::pair<const char*, std::vector<std::string>>> sections = {
+      {"overhead", {"step", "per_sequence"}},
+      {"kernels", {"compute_efficiency_scale", "bandwidth_efficiency_scale", "attention_bandwidth_scale",
+                   "attention_compute_scale", "moe_dispatch_kernels"}},
+      {"communication", {"allreduce_latency_nvlink", "allreduce_latency_pcie", "allreduce_latency_per_peer"}},
+      {"memory", {"runtime", "runtime_tp_extra", "outside_budget", "decoder_per_sequence_vocab"}},
+      {"request_path", {"frontend", "frontend_per_prompt_token", "return", "return_per_sequence", "async_scheduling"}},
+      {"defaults", {"block_size", "gpu_memory_utilization", "enable_prefix_caching", "enable_chunked_prefill"}}};
+  for (const auto& [section, keys] : sections) {
+    if (const auto n = doc.find(section)) check_keys(n, doc.where(section), keys);
+  }
   using units::Kind;
   EngineProfile e;
   e.file = path;

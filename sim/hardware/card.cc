@@ -105,25 +105,17 @@ std::string Card::supported_precisions() const {
 
 Card CardCatalogue::load_file(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
-  // A misspelt optional field (memory_visble) would otherwise fall back to its default unseen.
-  const auto known = [&](const YAML::Node& node, const std::string& where, const std::vector<std::string>& keys) {
-    if (!node || !node.IsMap()) return;
-    for (const auto& kv : node) {
-      const std::string k = yaml_scalar(kv.first, where);
-      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        std::string list;
-        for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
-        throw Error(where + ": unknown field '" + k + "'; accepted: " + list);
-      }
-    }
-  };
-  known(doc.root(), path, {"name", "display_name", "aliases", "kind", "vendor", "architecture", "references",
+  check_keys(doc.root(), path, {"name", "display_name", "aliases", "kind", "vendor", "architecture", "references",
                            "memory", "memory_visible", "memory_bandwidth", "dense_peak", "interconnect",
                            "efficiency", "tdp", "ecc", "mig_instances"});
-  known(doc.find("interconnect"), doc.where("interconnect"),
-        {"nvlink_bandwidth", "nvlink_gpus", "pcie_generation", "pcie_lanes", "peer_to_peer"});
-  known(doc.find("efficiency"), doc.where("efficiency"),
-        {"compute", "compute_fp8", "memory_bandwidth", "attention_bandwidth", "kernel_floor"});
+  if (const auto n = doc.find("interconnect")) {
+    check_keys(n, doc.where("interconnect"),
+               {"nvlink_bandwidth", "nvlink_gpus", "pcie_generation", "pcie_lanes", "peer_to_peer"});
+  }
+  if (const auto n = doc.find("efficiency")) {
+    check_keys(n, doc.where("efficiency"),
+               {"compute", "compute_fp8", "memory_bandwidth", "attention_bandwidth", "kernel_floor"});
+  }
   Card c;
   c.file = path;
   c.name = doc.string("name");

@@ -71,18 +71,6 @@ std::string comma_list(const YAML::Node& n, const std::string& where) {
 }
 
 // Also checks that `n` is a mapping, so that n["field"] below never meets a scalar or a list.
-void check_keys(const YAML::Node& n, const std::string& where, const std::vector<std::string>& keys) {
-  std::string list;
-  for (const auto& x : keys) list += (list.empty() ? "" : ", ") + x;
-  if (!n.IsMap()) throw Error(where + ": expected a mapping with fields among: " + list);
-  for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) throw Error(where + ": a field name is not a plain word; accepted: " + list);
-    const std::string& k = kv.first.Scalar();
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-      throw Error(where + ": unknown field '" + k + "'; accepted: " + list);
-    }
-  }
-}
 
 }  // namespace
 

@@ -656,3 +656,20 @@ TEST_CASE("simulate cli: a closed loop still warming up is INCONCLUSIVE, not an 
   CHECK_FALSE(has(r.out, "overloaded"));
   CHECK_FALSE(has(r.out, "FAIL"));
 }
+
+TEST_CASE("simulate cli: an engine file with a misspelt field is refused, not run on defaults",
+          "[cli][simulate][errors]") {
+  // A copy of calibration/engines/vllm.yaml whose optional communication.allreduce_latency_per_peer
+  // is misspelt: before, the term silently fell back to 0 (TP 8 all-reduces 18 us cheaper).
+  std::ifstream in(std::string(CAPSIM_DATA_DIR) + "/calibration/engines/vllm.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "allreduce_latency_per_peer:";
+  const auto at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, key.size(), "allreduce_latency_per_gpu:");
+  ScratchDir tmp;
+  const std::string engine = tmp.write("engine.yaml", text);
+  check_refused(simulate("-q -n 5 --rate 1 --engine '" + engine + "'"),
+                "engine.yaml: communication: unknown field 'allreduce_latency_per_gpu'; accepted: "
+                "allreduce_latency_nvlink, allreduce_latency_pcie, allreduce_latency_per_peer");
+}
