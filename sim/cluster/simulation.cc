@@ -702,7 +702,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       pd.handoff = summarize(handoff_);
       res.pd = pd;
     }
-    res.steady = analyze_steady_state(res.records, 20, workload_.bounded_population());
+    res.steady = analyze_steady_state(res.records, kSteadyStateBatches, workload_.bounded_population());
     res.stopped_early = stopped_;
     res.stopped_slo = stopped_slo_;
     return res;

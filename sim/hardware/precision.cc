@@ -73,4 +73,8 @@ double quantized_weight_bytes(Precision p) {
 
 bool is_fp4(Precision p) { return p == Precision::kNvfp4 || p == Precision::kMxfp4; }
 
+bool is_kv_cache_precision(Precision p) {
+  return p == Precision::kFp32 || p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp8;
+}
+
 }  // namespace capsim

@@ -31,6 +31,8 @@ double quantized_weight_bytes(Precision p);
 
 // True for the 4-bit float formats (nvfp4, mxfp4).
 bool is_fp4(Precision p);
+// True for the precisions a KV cache is modelled in: fp32, bf16, fp16, fp8.
+bool is_kv_cache_precision(Precision p);
 
 const std::vector<Precision>& all_precisions();
 

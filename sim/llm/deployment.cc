@@ -62,8 +62,7 @@ void Deployment::validate() const {
     throw Error("--weights: tf32 is a math mode, not a storage precision; accepted: fp32, "
                 "bf16, fp16, fp8, int8, int4, nvfp4, mxfp4");
   }
-  if (kv_cache == Precision::kInt4 || kv_cache == Precision::kTf32 ||
-      kv_cache == Precision::kInt8 || is_fp4(kv_cache)) {
+  if (!is_kv_cache_precision(kv_cache)) {
     throw Error("--kv-cache: " + std::string(precision_name(kv_cache)) +
                 " is not a KV-cache precision capsim models; accepted: fp32, bf16, fp16, fp8");
   }

@@ -38,7 +38,8 @@ struct SteadyState {
 // `bounded_population`: the workload bounds the requests in the system (a closed loop), so TTFT
 // rising through the run is a transient still settling (sessions filling, histories growing),
 // reported as not settled, never as an overload (`growing`), which only an open loop can be.
-SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std::size_t batches = 20,
-                                 bool bounded_population = false);
+inline constexpr std::size_t kSteadyStateBatches = 20;
+SteadyState analyze_steady_state(const std::vector<RequestRecord>& records,
+                                 std::size_t batches = kSteadyStateBatches, bool bounded_population = false);
 
 }  // namespace capsim

@@ -320,8 +320,8 @@ namespace {
 // A shard's run record as run_record writes it: a hand-edited or corrupted one is refused by
 // file, run and field rather than merged (or failing later with the JSON library's words).
 void check_run_record(const nlohmann::json& r, const std::string& where) {
-  const auto bad = [&](const std::string& key, const std::string& expected) {
-    return Error(where + ": " + key + ": " + r[key].dump() + " is not " + expected);
+  const auto bad = [&](const std::string& key, const nlohmann::json& value, const std::string& expected) {
+    return Error(where + ": " + key + ": " + value.dump() + " is not " + expected);
   };
   static const std::vector<std::string> kText = {"workload", "scenario", "model", "card", "weights",
                                                  "slo", "binds", "error"};
@@ -329,17 +329,17 @@ void check_run_record(const nlohmann::json& r, const std::string& where) {
   for (const auto& [key, v] : r.items()) {
     if (key == "index") continue;
     if (std::find(kText.begin(), kText.end(), key) != kText.end()) {
-      if (!v.is_string()) throw bad(key, "a string");
+      if (!v.is_string()) throw bad(key, v, "a string");
     } else if (std::find(kWhole.begin(), kWhole.end(), key) != kWhole.end()) {
-      if (!v.is_number_integer() || v.get<long long>() < 0) throw bad(key, "a whole number >= 0");
+      if (!v.is_number_integer() || v.get<long long>() < 0) throw bad(key, v, "a whole number >= 0");
     } else if (key == "steady_state") {
-      if (!v.is_boolean()) throw bad(key, "true or false");
+      if (!v.is_boolean()) throw bad(key, v, "true or false");
     } else if (key == "status") {
-      if (v != "ok" && v != "failed") throw bad(key, "'ok' or 'failed'");
+      if (v != "ok" && v != "failed") throw bad(key, v, "'ok' or 'failed'");
     } else if (std::find(kColumns.begin(), kColumns.end(), key) != kColumns.end()) {
       // The metrics: a number >= 0 (null where a statistic has no value).
       if (!v.is_null() && !(v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0)) {
-        throw bad(key, "a finite number >= 0");
+        throw bad(key, v, "a finite number >= 0");
       }
     }
   }

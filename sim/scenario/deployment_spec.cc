@@ -104,16 +104,17 @@ SpeculativeConfig parse_speculative(const std::string& json, const std::optional
   return c;
 }
 
+std::string led_by_flag(const std::string& flag, const std::string& message) {
+  return message.rfind("--", 0) == 0 ? message : flag + ": " + message;
+}
+
 Deployment DeploymentSpec::resolve() const {
   Deployment d;
-  // Every message names the flag it is about, as the checks below do, so that a scenario file's
-  // reader can name its field instead (ScenarioSpec::attribute).
   const auto named = [](const char* flag, const auto& find) {
     try {
       return find();
     } catch (const Error& e) {
-      const std::string msg = e.what();
-      throw Error(msg.rfind("--", 0) == 0 ? msg : std::string(flag) + ": " + msg);
+      throw Error(led_by_flag(flag, e.what()));
     }
   };
   d.card = named("--card", [&] { return find_card(card); });

@@ -60,4 +60,9 @@ SpeculativeConfig parse_speculative(const std::string& json, const std::optional
 // True when `engine` names an engine .yaml file rather than a catalogue entry.
 bool is_engine_file(const std::string& engine);
 
+// A lookup's message ("unknown card 'x'") led by the flag it is about, unless it already names
+// one: every deployment message starts with its flag, so that a scenario file's reader can put
+// the file and field in its place (ScenarioSpec::attribute).
+std::string led_by_flag(const std::string& flag, const std::string& message);
+
 }  // namespace capsim::scenario

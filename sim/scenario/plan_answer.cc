@@ -129,7 +129,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   for (const auto& k : kvs) {
     if (k == "auto") continue;
     const Precision p = parse_precision(k, "--kv-cache");
-    if (p != Precision::kFp32 && p != Precision::kBf16 && p != Precision::kFp16 && p != Precision::kFp8) {
+    if (!is_kv_cache_precision(p)) {
       throw Error("--kv-cache: " + k + " is not a KV-cache precision capsim models; accepted: auto, fp32, bf16, fp16, fp8");
     }
   }

@@ -70,8 +70,6 @@ std::string comma_list(const YAML::Node& n, const std::string& where) {
   return text;
 }
 
-// Also checks that `n` is a mapping, so that n["field"] below never meets a scalar or a list.
-
 }  // namespace
 
 namespace {
@@ -483,8 +481,7 @@ void validate_names(const ScenarioSpec& s) {
     try {
       find();
     } catch (const Error& e) {
-      const std::string msg = e.what();
-      throw Error(s.attribute(msg.rfind("--", 0) == 0 ? msg : flag + ": " + msg));
+      throw Error(s.attribute(led_by_flag(flag, e.what())));
     }
   };
   named("--model", [&] { find_model(s.deployment.model); });
@@ -524,7 +521,10 @@ void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, cons
   }
 }
 
-std::string ScenarioSpec::attribute(const std::string& message) const {
+namespace {
+
+// `message` with its leading flag replaced by the file and field `origin` gives for it.
+std::string attributed(const std::map<std::string, std::string>& origin, const std::string& message) {
   if (message.rfind("--", 0) != 0) return message;
   const std::size_t colon = message.find(':');
   if (colon == std::string::npos) return message;
@@ -532,25 +532,23 @@ std::string ScenarioSpec::attribute(const std::string& message) const {
   return it == origin.end() ? message : it->second + message.substr(colon);
 }
 
-namespace {
-
 // `d` resolved, its messages naming the scenario file's fields: the main group's through
-// s.origin, a further group's card, tp and weights through the group's own place in the file.
+// s.origin; a further group (read at `group_where`) has its own card, tp and weights.
 Deployment resolve_named(const ScenarioSpec& s, const DeploymentSpec& d, const std::string& group_where = "") {
   try {
     return d.resolve();
   } catch (const Error& e) {
-    const std::string msg = e.what();
+    std::map<std::string, std::string> origin = s.origin;
     if (!group_where.empty()) {
-      for (const auto& [flag, key] : {std::pair{"--card:", "card"}, {"--tp:", "tp"}, {"--weights:", "weights"}}) {
-        if (msg.rfind(flag, 0) == 0) throw Error(group_where + "." + key + msg.substr(std::string(flag).size() - 1));
-      }
+      for (const char* key : {"card", "tp", "weights"}) origin[std::string("--") + key] = group_where + "." + key;
     }
-    throw Error(s.attribute(msg));
+    throw Error(attributed(origin, e.what()));
   }
 }
 
 }  // namespace
+
+std::string ScenarioSpec::attribute(const std::string& message) const { return attributed(origin, message); }
 
 std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
   std::vector<ReplicaGroup> groups;

@@ -681,10 +681,10 @@ TEST_CASE("steady state: TTFT rising through a closed loop is a transient, throu
     const double ttft = 0.05 + 0.0005 * static_cast<double>(i);
     records.push_back({i, 0.1 * static_cast<double>(i), 0, 0, ttft, 0, ttft, 1.0, 0.01, 100, 10, 0, 0, 0});
   }
-  const SteadyState open = analyze_steady_state(records, 20, false);
+  const SteadyState open = analyze_steady_state(records, kSteadyStateBatches, false);
   CHECK(open.growing);
   CHECK_FALSE(open.at_steady_state());
-  const SteadyState closed = analyze_steady_state(records, 20, true);
+  const SteadyState closed = analyze_steady_state(records, kSteadyStateBatches, true);
   CHECK_FALSE(closed.growing);
   CHECK_FALSE(closed.settled);
   CHECK_FALSE(closed.at_steady_state());
