@@ -13,7 +13,8 @@ seconds="${1:-60}"
 shift || true
 build="${BUILD_DIR:-build-asan}"
 all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
-     fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http fuzz_sweep fuzz_openai_request)
+     fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http fuzz_sweep fuzz_openai_request
+     fuzz_emulate_http)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -53,6 +54,7 @@ for t in "${targets[@]}"; do
     fuzz_http) seed "$t" "" fuzz/seeds/fuzz_http/* ;;
     fuzz_sweep) seed "$t" "" workloads/sweeps/*.yaml fuzz/seeds/fuzz_sweep/* ;;
     fuzz_openai_request) seed "$t" "" fuzz/seeds/fuzz_openai_request/* ;;
+    fuzz_emulate_http) seed "$t" "" fuzz/seeds/fuzz_emulate_http/* ;;
   esac
 done
 

@@ -1,8 +1,11 @@
 // `capsim serve`: the HTTP API and the web planner page (sim/server/, docs/server.md).
+#include <cstdlib>
 #include <iostream>
 
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
+#include "sim/core/error.h"
+#include "sim/http/request_guard.h"
 #include "sim/server/server.h"
 
 namespace capsim::cli {
@@ -17,7 +20,23 @@ int run_serve(ServeOptions o) {
   server::ServerOptions& s = o.server;
   s.limits.max_body_bytes = static_cast<std::size_t>(o.max_body_kib * 1024);
   if (s.web_dir.empty()) s.web_dir = CAPSIM_WEB_DIR;
+  if (s.guard.auth_token.empty()) {
+    if (const char* token = std::getenv("CAPSIM_TOKEN")) s.guard.auth_token = token;
+  }
+  for (std::string& h : s.guard.allowed_hosts) {
+    const std::string name = http::host_name(h);
+    if (name.empty()) throw Error("--allowed-host: '" + h + "' is not a host name (e.g. planner.example.com)");
+    h = name;
+  }
+  s.guard.allowed_host_flag = "capsim serve --allowed-host";
+  s.guard.auth_token_flag = "capsim serve --auth-token or $CAPSIM_TOKEN";
   server::Server srv(s);
+  const bool loopback = s.bind.rfind("127.", 0) == 0 || s.bind == "::1" || s.bind == "localhost";
+  if (!loopback && s.guard.auth_token.empty()) {
+    std::cerr << "capsim serve: warning: listening on " << s.bind
+              << " without a token: anyone who reaches this address can run jobs (--auth-token or $CAPSIM_TOKEN)"
+              << std::endl;
+  }
   std::cout << "capsim serve: listening on http://" << (s.bind.find(':') != std::string::npos ? "[" + s.bind + "]" : s.bind)
             << ":" << srv.port() << "/ (the planner page; API under /v1/, /openapi.json; Ctrl-C stops)"
             << std::endl;
@@ -35,9 +54,12 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       "examples:\n"
       "  capsim serve                                  # http://127.0.0.1:8080/\n"
       "  capsim serve --port 9000 --workers 2 --queue 4\n"
-      "  curl -s localhost:8080/v1/simulate -d '{\"model\": \"llama-3.1-8b\", \"deployment\": {\"card\": \"h100-sxm\"},\n"
-      "       \"workload\": {\"rate\": 5, \"requests\": 500}}'\n"
-      "answers are exactly what the commands print with --json -; docs/server.md lists the endpoints");
+      "  capsim serve --bind 0.0.0.0 --allowed-host planner.example.com --auth-token \"$(openssl rand -hex 16)\"\n"
+      "  curl -s localhost:8080/v1/simulate -H 'Content-Type: application/json' -d '{\"model\": \"llama-3.1-8b\",\n"
+      "       \"deployment\": {\"card\": \"h100-sxm\"}, \"workload\": {\"rate\": 5, \"requests\": 500}}'\n"
+      "answers are exactly what the commands print with --json -; docs/server.md lists the endpoints.\n"
+      "POST bodies must be sent as Content-Type: application/json; requests whose Host is not an IP address,\n"
+      "localhost or an --allowed-host name, and requests from other web pages (Origin), are refused (403).");
   server::ServerOptions& s = o->server;
   cmd->add_option("--bind", s.bind, "address to listen on (loopback by default; 0.0.0.0 for every interface)")
       ->capture_default_str();
@@ -59,6 +81,16 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(1, 1'000'000));
   cmd->add_option("--max-cards", s.limits.max_cards, "most cards (replicas x TP) one deployment may ask for (422 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 8192));
+  cmd->add_option("--max-connections", s.max_connections,
+                  "open connections; at the cap a new one replaces the one waiting longest for its request")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-jobs-per-client", s.max_jobs_per_client,
+                  "simulations one client address may have admitted at once (default: half of workers + queue)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--allowed-host", s.guard.allowed_hosts,
+                  "a host name clients may reach the server by (repeatable; IP addresses and localhost always are)");
+  cmd->add_option("--auth-token", s.guard.auth_token,
+                  "require 'Authorization: Bearer TOKEN' on the API (default: $CAPSIM_TOKEN; /healthz and the page stay open)");
   cmd->add_option("--web-dir", s.web_dir, "the built planner page (default: the build's web/ folder)");
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }

@@ -1,10 +1,13 @@
 // `capsim emulate`: the scenario's deployment (the same flags and scenario files as `capsim
 // simulate`) served as an OpenAI-compatible endpoint with the simulated timing.
+#include <cstdlib>
 #include <memory>
 
 #include "sim/cli/scenario_flags.h"
+#include "sim/core/error.h"
 #include "sim/emulate/emulate.h"
 #include "sim/emulate/server.h"
+#include "sim/http/request_guard.h"
 #include "sim/scenario/scenario.h"
 
 namespace capsim::emulate {
@@ -15,6 +18,7 @@ struct EmulateCommand {
   cli::ScenarioFlags flags;
   EmulateOptions options;
   std::string served_model;
+  double max_body_kib = 4096;
 };
 
 }  // namespace
@@ -38,10 +42,21 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
   // The scenario flags' --time-scale stretches a trace's arrivals; emulate sends no trace, so the
   // flag takes the emulator's meaning here (read from the command line only).
   CLI::Option* time_scale = cmd->get_option("--time-scale");
-  time_scale->description("simulated seconds per wall-clock second (default 1 = real time; 10 = ten times faster)");
+  time_scale->description("simulated seconds per wall-clock second, 0.001..10000 (default 1 = real time; 10 = ten times faster)");
   cmd->add_option("--host,--bind", o->options.bind, "address to listen on (default 127.0.0.1; 0.0.0.0 for all)");
   cmd->add_option("--port", o->options.port, "TCP port (default 8000; 0 = any free port, printed on start)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--read-timeout", o->options.read_timeout_s, "seconds a request's header and body may take to arrive")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--max-connections", o->options.max_connections,
+                  "open connections; at the cap a new one replaces the one waiting longest for its request")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  cmd->add_option("--max-body", o->max_body_kib, "largest request body, KiB (413 beyond)")
+      ->capture_default_str()->check(CLI::Range(1.0, 65536.0));
+  cmd->add_option("--api-key", o->options.guard.auth_token,
+                  "require 'Authorization: Bearer KEY' on /v1/ (vLLM's flag; default: $VLLM_API_KEY; /health, /metrics stay open)");
+  cmd->add_option("--allowed-host", o->options.guard.allowed_hosts,
+                  "a host name clients may reach the emulator by (repeatable; IP addresses and localhost always are)");
   cmd->add_option("--served-model-name", o->served_model,
                   "the model name clients send and /v1/models lists (default: --model as given)");
   cmd->callback([o, time_scale, &exit_code] {
@@ -52,6 +67,17 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
     scenario::BuiltScenario b = scenario::build_scenario(spec);
     EmulateOptions opts = o->options;
     opts.time_scale = time_scale->count() ? spec.time_scale : 1.0;
+    opts.max_body_bytes = static_cast<std::size_t>(o->max_body_kib * 1024);
+    if (opts.guard.auth_token.empty()) {
+      if (const char* key = std::getenv("VLLM_API_KEY")) opts.guard.auth_token = key;
+    }
+    for (std::string& h : opts.guard.allowed_hosts) {
+      const std::string name = http::host_name(h);
+      if (name.empty()) throw Error("--allowed-host: '" + h + "' is not a host name (e.g. emulator.example.com)");
+      h = name;
+    }
+    opts.guard.allowed_host_flag = "capsim emulate --allowed-host";
+    opts.guard.auth_token_flag = "capsim emulate --api-key or $VLLM_API_KEY";
     opts.served_model = o->served_model.empty() ? spec.deployment.model : o->served_model;
     opts.seed = spec.seed;
     opts.output_lengths = Distribution::parse(spec.output_tokens, Distribution::Unit::kTokens, spec.where("--output-tokens"));

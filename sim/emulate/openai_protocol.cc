@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/core/input_limits.h"
+
 namespace capsim::emulate {
 namespace {
 
@@ -125,6 +127,13 @@ std::int64_t estimate_text_tokens(const std::string& text) {
 
 ParseOutcome parse_request(Endpoint endpoint, const std::string& text) {
   ParseOutcome out;
+  // Depth first, in one linear scan: a body nested millions deep (inside a field nobody reads)
+  // would otherwise cost seconds and gigabytes to parse and free.
+  if (const JsonDepth d = json_depth(text); d.line_over != 0) {
+    out.error = bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels (line " +
+                            std::to_string(d.line_over) + ")");
+    return out;
+  }
   const json body = json::parse(text, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     out.error = bad_request("the request body is not a JSON object");

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <deque>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -21,12 +22,15 @@
 #include "sim/core/error.h"
 #include "sim/emulate/openai_protocol.h"
 #include "sim/emulate/prometheus.h"
+#include "sim/emulate/request_path.h"
+#include "sim/http/connection_table.h"
+#include "sim/http/listener.h"
 
 namespace capsim::emulate {
 namespace {
 
 namespace beast = boost::beast;
-namespace http = boost::beast::http;
+namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::ordered_json;
@@ -49,20 +53,23 @@ struct Call {
   bool done = false;
 };
 
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string sse(const json& j) { return "data: " + http::safe_dump(j) + "\n\n"; }
+
+std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long long>(seconds * 1000)); }
 
 // One client connection: reads requests one at a time (HTTP/1.1 keep-alive), writes responses
 // through one ordered queue of byte strings (whole responses, or a chunked stream's pieces).
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Emulator& emulator) : stream_(std::move(socket)), emulator_(emulator) {}
-  void start() { read(); }
+  ~Session();
+  void start();
 
   // A whole response; the next request is read once it is queued.
-  void respond(http::status status, const std::string& content_type, std::string body) {
-    http::response<http::string_body> res{status, 11};
-    res.set(http::field::server, "capsim-emulate");
-    res.set(http::field::content_type, content_type);
+  void respond(bhttp::status status, const std::string& content_type, std::string body) {
+    bhttp::response<bhttp::string_body> res{status, 11};
+    res.set(bhttp::field::server, "capsim-emulate");
+    res.set(bhttp::field::content_type, content_type);
     res.keep_alive(keep_alive_);
     arrival_header(res);
     res.body() = std::move(body);
@@ -73,13 +80,14 @@ class Session : public std::enable_shared_from_this<Session> {
     next_request();
   }
   void respond_json(int status, const json& body) {
-    respond(static_cast<http::status>(status), "application/json", body.dump());
+    respond(static_cast<bhttp::status>(status), "application/json", http::safe_dump(body));
   }
+  void respond_reply(const Reply& r) { respond(static_cast<bhttp::status>(r.status), r.content_type, r.body); }
   // Starts a server-sent-event stream (chunked transfer encoding, as vLLM's StreamingResponse).
   void begin_stream() {
-    http::response<http::empty_body> res{http::status::ok, 11};
-    res.set(http::field::server, "capsim-emulate");
-    res.set(http::field::content_type, "text/event-stream; charset=utf-8");
+    bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
+    res.set(bhttp::field::server, "capsim-emulate");
+    res.set(bhttp::field::content_type, "text/event-stream; charset=utf-8");
     res.keep_alive(keep_alive_);
     arrival_header(res);
     res.chunked(true);
@@ -88,10 +96,10 @@ class Session : public std::enable_shared_from_this<Session> {
     queue(os.str());
   }
   void stream_data(const std::string& data) {
-    queue(beast::buffers_to_string(http::make_chunk(net::buffer(data))));
+    queue(beast::buffers_to_string(bhttp::make_chunk(net::buffer(data))));
   }
   void end_stream() {
-    queue(beast::buffers_to_string(http::make_chunk_last()));
+    queue(beast::buffers_to_string(bhttp::make_chunk_last()));
     next_request();
   }
   // Watches the socket while `call` runs: the client closing it aborts the call.
@@ -109,12 +117,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res.set("x-capsim-arrival-s", text);
   }
 
-  void read() {
-    parser_.emplace();
-    parser_->body_limit(64 * 1024 * 1024);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
-  }
+  void read();
   void on_read(beast::error_code ec);
   void next_request() {
     current_.reset();
@@ -167,8 +170,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   Emulator& emulator_;
+  std::shared_ptr<http::ConnectionTable> table_;
+  http::ConnectionTable::Id id_ = 0;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::deque<std::string> out_;
   bool writing_ = false, keep_alive_ = true, close_after_writes_ = false, closed_ = false;
   std::shared_ptr<Call> current_;
@@ -178,7 +183,9 @@ class Session : public std::enable_shared_from_this<Session> {
 class Emulator {
  public:
   Emulator(net::io_context& io, const SimulationConfig& config, const EmulateOptions& o)
-      : options_(o),
+      : table(std::make_shared<http::ConnectionTable>(std::max(1u, o.max_connections))),
+        io_(io),
+        options_(o),
         live_(config),
         metrics_(o.served_model, config_replicas(config)),
         rng_(o.seed),
@@ -193,23 +200,37 @@ class Emulator {
   }
 
   // Routes one request of `s`.
-  void handle(const std::shared_ptr<Session>& s, const http::request<http::string_body>& req) {
-    const std::string target(req.target());
-    const std::string path = target.substr(0, target.find('?'));
-    const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
-    if (path == "/v1/models" || path == "/metrics" || path == "/health") {
-      if (!get) return s->respond_json(405, json{{"detail", "Method Not Allowed"}});
-      if (path == "/health") return s->respond(http::status::ok, "application/json", "");
-      if (path == "/v1/models") return s->respond_json(200, model_list(options_.served_model, live_.max_model_len(), created_));
-      pump();
-      return s->respond(http::status::ok, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(live_.replicas()));
+  void handle(const std::shared_ptr<Session>& s, bhttp::request<bhttp::string_body>& req) {
+    const Front front = emulate_front(req, options_.guard);
+    if (front.refusal) return s->respond_reply(*front.refusal);
+    switch (front.route) {
+      case Route::kHealth: return s->respond(bhttp::status::ok, "application/json", "");
+      case Route::kModels:
+        return s->respond_json(200, model_list(options_.served_model, live_.max_model_len(), created_));
+      case Route::kMetrics:
+        pump();
+        return s->respond(bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(live_.replicas()));
+      case Route::kCompletions:
+      case Route::kChat: break;
     }
-    if (path == "/v1/completions" || path == "/v1/chat/completions") {
-      if (!post) return s->respond_json(405, json{{"detail", "Method Not Allowed"}});
-      return start_call(s, path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions, req.body());
-    }
-    s->respond_json(404, json{{"detail", "Not Found"}});
+    // The body is parsed on the parse thread (a large one must not hold up the streams); its
+    // arrival is now, and the call enters the simulation when the parse is back.
+    const Endpoint endpoint = front.route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
+    const SimTime arrival = sim_now();
+    net::post(parse_pool_, [this, s, endpoint, arrival, body = std::move(req.body())]() mutable {
+      ParseOutcome p = parse_request(endpoint, body);
+      net::post(io_, [this, s, endpoint, arrival, p = std::move(p)]() mutable {
+        start_call(s, endpoint, std::move(p), arrival);
+      });
+    });
   }
+
+  // Shared with the sessions: the last of them may go after the emulator, when the I/O context
+  // that holds their handlers is destroyed.
+  std::shared_ptr<http::ConnectionTable> table;
+  void stop_parsing() { parse_pool_.join(); }
+  std::size_t max_body_bytes() const { return options_.max_body_bytes; }
+  double read_timeout_s() const { return options_.read_timeout_s; }
 
   void abort(const std::shared_ptr<Call>& call) {
     if (call->done) return;
@@ -220,14 +241,17 @@ class Emulator {
   }
 
  private:
-  // Simulated time now: wall time since start x --time-scale.
+  // Simulated time now: wall time since start x --time-scale (saturating: a run that outlived
+  // int64 nanoseconds of simulated time stays at its end instead of wrapping).
   SimTime sim_now() const {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    return std::max(live_.now(), from_seconds(wall * options_.time_scale));
+    const double ns = wall * options_.time_scale * 1e9;
+    const SimTime t = ns >= 9.2e18 ? std::numeric_limits<SimTime>::max() / 2 : from_seconds(wall * options_.time_scale);
+    return std::max(live_.now(), t);
   }
 
-  void start_call(const std::shared_ptr<Session>& s, Endpoint endpoint, const std::string& body) {
-    ParseOutcome p = parse_request(endpoint, body);
+  void start_call(const std::shared_ptr<Session>& s, Endpoint endpoint, ParseOutcome p, SimTime arrival) {
+    if (s->closed_) return;  // the client left while its body was parsed
     if (p.error) return s->respond_json(p.error->status, error_body(*p.error));
     PlanOutcome plan = plan_request(*p.request, options_.served_model, live_.max_model_len(), options_.output_lengths, rng_);
     if (plan.error) return s->respond_json(plan.error->status, error_body(*plan.error));
@@ -245,7 +269,7 @@ class Emulator {
                  static_cast<std::int64_t>(std::time(nullptr)), options_.served_model};
     call->session = s;
     // Events at the arrival instant itself are run together with the arrival, as in a batch run.
-    const SimTime t = sim_now();
+    const SimTime t = arrival;
     dispatch(live_.advance_to(std::max(live_.now(), t - 1)));
     call->arrival = std::max(t, live_.now());
     Request r;
@@ -266,8 +290,9 @@ class Emulator {
     dispatch(live_.advance_to(sim_now()));
     const std::optional<SimTime> next = live_.next_time();
     if (!next) return;
-    const auto wall = start_ + std::chrono::nanoseconds(static_cast<std::int64_t>(
-                                   std::ceil(static_cast<double>(*next) / options_.time_scale)));
+    const double wall_ns = std::ceil(static_cast<double>(*next) / options_.time_scale);
+    if (!(wall_ns < 9.2e18)) return;  // past the end of representable time: never due
+    const auto wall = start_ + std::chrono::nanoseconds(static_cast<std::int64_t>(wall_ns));
     timer_.expires_at(wall);
     timer_.async_wait([this](beast::error_code ec) {
       if (!ec) pump();
@@ -349,7 +374,11 @@ class Emulator {
     calls_.erase(c.id);
   }
 
+  net::io_context& io_;
   EmulateOptions options_;
+  // One thread parses request bodies (parse_request); its results come back to the I/O thread in
+  // the order the bodies went in.
+  net::thread_pool parse_pool_{1};
   LiveSimulation live_;
   ServerMetrics metrics_;
   Rng rng_;
@@ -360,14 +389,65 @@ class Emulator {
   std::unordered_map<std::uint64_t, std::shared_ptr<Call>> calls_;
 };
 
+Session::~Session() {
+  if (table_) table_->remove(id_);
+}
+
+void Session::start() {
+  const std::weak_ptr<Session> weak = shared_from_this();
+  table_ = emulator_.table;
+  id_ = table_->add([weak] {
+    if (const auto self = weak.lock()) {
+      self->closed_ = true;  // evicted while reading: nothing of ours is being written
+      beast::error_code ec;
+      self->stream_.socket().close(ec);
+    }
+  });
+  read();
+}
+
+void Session::read() {
+  table_->reading(id_);
+  parser_.emplace();
+  parser_->header_limit(16 * 1024);
+  parser_->body_limit(emulator_.max_body_bytes());
+  stream_.expires_after(millis(emulator_.read_timeout_s()));
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+}
+
 void Session::on_read(beast::error_code ec) {
-  if (ec) {
-    close();  // the client closed the connection (or sent something that is not HTTP)
+  if (closed_) return;
+  if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit ||
+      (ec && ec != beast::error::timeout && ec != bhttp::error::end_of_stream && ec != net::error::eof &&
+       ec != net::error::connection_reset && ec != net::error::operation_aborted && parser_ && parser_->got_some())) {
+    // Told why, then closed: the rest of what it sends is not read.
+    keep_alive_ = false;
+    stream_.expires_never();
+    table_->busy(id_);
+    const int status = ec == bhttp::error::body_limit ? 413 : ec == bhttp::error::header_limit ? 431 : 400;
+    const std::string message =
+        ec == bhttp::error::body_limit ? "request body: more than " + std::to_string(emulator_.max_body_bytes()) +
+                                             " bytes (capsim emulate --max-body)"
+        : ec == bhttp::error::header_limit ? std::string("request header: more than 16384 bytes")
+                                           : "malformed HTTP request: " + ec.message();
+    respond_reply(error_reply(ApiError{status, status == 400 ? "BadRequestError" : "RequestTooLargeError", message, std::nullopt}));
     return;
   }
-  http::request<http::string_body> req = parser_->release();
+  if (ec) {
+    close();  // the client closed the connection, or was too slow to send its request
+    return;
+  }
+  stream_.expires_never();  // a call may stream for minutes
+  table_->busy(id_);
+  bhttp::request<bhttp::string_body> req = parser_->release();
   keep_alive_ = req.keep_alive();
-  emulator_.handle(shared_from_this(), req);
+  try {
+    emulator_.handle(shared_from_this(), req);
+  } catch (const std::exception&) {
+    keep_alive_ = false;
+    respond_reply(error_reply(ApiError{500, "InternalServerError", "internal error", std::nullopt}));
+  }
 }
 
 void Session::watch(const std::shared_ptr<Call>& call) {
@@ -388,63 +468,46 @@ void Session::gone() {
   close();
 }
 
-class Listener : public std::enable_shared_from_this<Listener> {
- public:
-  Listener(net::io_context& io, tcp::endpoint at, Emulator& e) : acceptor_(io), retry_(io), emulator_(e) {
-    beast::error_code ec;
-    acceptor_.open(at.protocol(), ec);
-    if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(at, ec);
-    if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
-    if (ec) {
-      throw Error("--bind/--port: cannot listen on " + at.address().to_string() + ":" + std::to_string(at.port()) +
-                  ": " + ec.message());
-    }
-  }
-  unsigned short port() const { return acceptor_.local_endpoint().port(); }
-  void accept() {
-    acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket s) {
-      if (!self->acceptor_.is_open()) return;
-      if (ec) {
-        // Out of file descriptors (EMFILE), the pending connection stays queued and an
-        // immediate retry fails again at once: a busy loop that starves the sessions that
-        // would free descriptors. Wait a little before accepting again.
-        self->retry_.expires_after(std::chrono::milliseconds(100));
-        self->retry_.async_wait([self](beast::error_code) { self->accept(); });
-        return;
-      }
-      s.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Session>(std::move(s), self->emulator_)->start();
-      self->accept();
-    });
-  }
-
- private:
-  tcp::acceptor acceptor_;
-  net::steady_timer retry_;
-  Emulator& emulator_;
-};
-
 }  // namespace
 
 void run_emulator(const SimulationConfig& config, const EmulateOptions& options) {
-  if (!(options.time_scale > 0) || !std::isfinite(options.time_scale)) {
-    throw Error("--time-scale: must be a number > 0 (simulated seconds per wall-clock second)");
+  if (!(options.time_scale >= kMinTimeScale && options.time_scale <= kMaxTimeScale)) {
+    char range[96];
+    std::snprintf(range, sizeof range, "%g..%g", kMinTimeScale, kMaxTimeScale);
+    throw Error("--time-scale: must be a number in " + std::string(range) +
+                " (simulated seconds per wall-clock second; 1 = real time)");
+  }
+  if (!(options.read_timeout_s >= 0.1 && options.read_timeout_s <= 3600)) {
+    throw Error("--read-timeout: must be a number of seconds in 0.1..3600");
   }
   if (options.port < 0 || options.port > 65535) throw Error("--port: must be in 0..65535");
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(options.bind, ec);
   if (ec) throw Error("--bind: '" + options.bind + "' is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1)");
+  http::raise_open_file_limit();
   net::io_context io{1};
   Emulator emulator(io, config, options);
-  auto listener = std::make_shared<Listener>(io, tcp::endpoint{address, static_cast<unsigned short>(options.port)}, emulator);
+  Emulator* e = &emulator;
+  auto listener = std::make_shared<http::Listener>(
+      io, tcp::endpoint{address, static_cast<unsigned short>(options.port)}, *emulator.table,
+      [e](tcp::socket socket) { std::make_shared<Session>(std::move(socket), *e)->start(); });
   net::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&io](beast::error_code, int) { io.stop(); });
-  listener->accept();
+  listener->start();
   const std::string host = address.is_v6() ? "[" + options.bind + "]" : options.bind;
   std::cout << "capsim emulate: serving " << options.served_model << " on http://" << host << ":" << listener->port()
             << " (time scale " << options.time_scale << "; Ctrl-C stops)" << std::endl;
-  io.run();
+  // A handler that throws would end run() and with it every stream: log it and go on.
+  for (;;) {
+    try {
+      io.run();
+      break;
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "capsim emulate: internal error in a connection handler: %s\n", x.what());
+    }
+  }
+  listener->stop();
+  emulator.stop_parsing();
 }
 
 }  // namespace capsim::emulate

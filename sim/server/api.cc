@@ -13,6 +13,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 #include "sim/core/units.h"
+#include "sim/http/request_guard.h"
 #include "sim/plan/search.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
@@ -499,7 +500,9 @@ Job prepare(Endpoint e, std::string_view body, const Limits& limits) {
 }
 
 std::string error_json(int status, const std::string& message) {
-  return json_text({{"error", message}, {"status", status}});
+  // The message may quote what a client sent (a path, a parser's "last read: ..."): bytes that
+  // are not UTF-8 are replaced rather than thrown on (sim/http/request_guard.h).
+  return http::safe_dump(nlohmann::json{{"error", message}, {"status", status}}, 2) + "\n";
 }
 
 }  // namespace capsim::server

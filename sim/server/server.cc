@@ -6,7 +6,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdio>
 #include <deque>
+#include <map>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -15,13 +17,16 @@
 
 #include "sim/core/error.h"
 #include "sim/core/run_limits.h"
+#include "sim/http/connection_table.h"
+#include "sim/http/listener.h"
+#include "sim/server/request_path.h"
 
 namespace capsim::server {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
+namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 
 std::chrono::milliseconds millis(double seconds) {
@@ -71,8 +76,12 @@ std::string sse_event(const std::string& event, const std::string& data) {
 struct Server::Impl {
   ServerOptions opt;
   unsigned workers = 1;
+  unsigned per_client = 1;  // simulations admitted per client address
+  // Jobs admitted and not yet finished, per lane (decremented on the pool's threads).
   std::atomic<unsigned> admitted{0};
-  std::atomic<unsigned> connections{0};
+  std::atomic<unsigned> light_admitted{0};
+  // Simulations admitted per client address (I/O thread only).
+  std::map<std::string, unsigned> admitted_by_client;
   // Answers of the GET endpoints, computed once (the catalogues never change in a process).
   std::string cards, models, engines, openapi, health;
   // Every running job's flag, so that stop() cancels them.
@@ -80,12 +89,20 @@ struct Server::Impl {
   std::set<CancelFlag> jobs;
   // The process's run limits before the server set its own (restored when it stops).
   std::int64_t saved_limits[4] = {};
+  // Before the I/O context: its pending handlers own sessions, which leave the table as they go.
+  std::unique_ptr<http::ConnectionTable> table;
   asio::io_context ioc{1};
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer accept_retry{ioc};
+  std::shared_ptr<http::Listener> listener;
+  std::unique_ptr<asio::thread_pool> light_pool;
   std::unique_ptr<asio::thread_pool> pool;
 
-  void accept();
+  const std::string& get_answer(Endpoint e) const {
+    return e == Endpoint::kCards    ? cards
+           : e == Endpoint::kModels  ? models
+           : e == Endpoint::kEngines ? engines
+           : e == Endpoint::kOpenApi ? openapi
+                                     : health;
+  }
 };
 
 namespace {
@@ -93,83 +110,144 @@ namespace {
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Server::Impl& server) : stream_(std::move(socket)), server_(server) {
-    ++server_.connections;
+    beast::error_code ec;
+    const auto peer = stream_.socket().remote_endpoint(ec);
+    client_ = ec ? std::string("?") : peer.address().to_string();
   }
-  ~Session() { --server_.connections; }
+  ~Session() {
+    server_.table->remove(id_);
+    release_client_slot();
+  }
 
-  void start() { read_request(); }
+  void start() {
+    const std::weak_ptr<Session> weak = shared_from_this();
+    id_ = server_.table->add([weak] {
+      if (const auto self = weak.lock()) self->evict();
+    });
+    read_request();
+  }
 
  private:
-  using Response = http::response<http::string_body>;
+  using Response = bhttp::response<bhttp::string_body>;
+
+  // Closed to make room for a new connection (connection_table.h): only while reading.
+  void evict() {
+    closing_ = true;
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+  }
+
+  void release_client_slot() {
+    if (!holds_client_slot_) return;
+    holds_client_slot_ = false;
+    const auto it = server_.admitted_by_client.find(client_);
+    if (it != server_.admitted_by_client.end() && --it->second == 0) server_.admitted_by_client.erase(it);
+  }
 
   void read_request() {
+    server_.table->reading(id_);
     parser_.emplace();
     parser_->header_limit(16 * 1024);
     parser_->body_limit(server_.opt.limits.max_body_bytes);
     stream_.expires_after(millis(server_.opt.read_timeout_s));
-    http::async_read(stream_, buffer_, *parser_,
+    bhttp::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
         ec == asio::error::connection_reset || ec == asio::error::eof) {
       beast::error_code ignored;
       stream_.socket().close(ignored);  // nothing to answer: the client left or was too slow
       return;
     }
-    if (ec == http::error::body_limit) {
+    if (ec == bhttp::error::body_limit) {
       return send_error(413, "request body: more than " + std::to_string(server_.opt.limits.max_body_bytes) +
                                  " bytes; the limit (capsim serve --max-body)", false);
     }
-    if (ec == http::error::header_limit) return send_error(431, "request header: more than 16384 bytes", false);
+    if (ec == bhttp::error::header_limit) return send_error(431, "request header: more than 16384 bytes", false);
     if (ec) return send_error(400, std::string("malformed HTTP request: ") + ec.message(), false);
     request_ = parser_->release();
     keep_alive_ = request_.keep_alive();
-    handle();
+    server_.table->busy(id_);
+    // Nothing a request carries may escape to the I/O loop (it would stop the server).
+    try {
+      handle();
+    } catch (const std::exception& x) {
+      send_error(500, std::string("internal error: ") + x.what(), false);
+    } catch (...) {
+      send_error(500, "internal error", false);
+    }
   }
 
   void handle() {
-    const std::string target(request_.target());
-    const std::string path = target.substr(0, target.find('?'));
-    const std::string method(request_.method_string());
-    Endpoint e;
-    try {
-      e = route(method, path);
-    } catch (const HttpError& x) {
-      return send_error(x.status(), x.what(), keep_alive_);
+    const Front front = front_of(request_, server_.opt.guard, [this](Endpoint e) -> const std::string& {
+      return server_.get_answer(e);
+    });
+    if (front.answer) return send(front.answer->status, front.answer->content_type, front.answer->body, keep_alive_);
+    const Endpoint e = front.endpoint;
+    if (e == Endpoint::kPage) {
+      const std::string target(request_.target());
+      return send_page(target.substr(0, target.find('?')));
     }
-    if (e == Endpoint::kPage) return send_page(path);
-    if (!runs_on_pool(e)) {
-      const std::string* body = e == Endpoint::kCards    ? &server_.cards
-                                : e == Endpoint::kModels  ? &server_.models
-                                : e == Endpoint::kEngines ? &server_.engines
-                                : e == Endpoint::kOpenApi ? &server_.openapi
-                                                          : &server_.health;
-      return send(200, "application/json", *body, keep_alive_);
+    // Admission first: a full lane is told so before any parsing or validation.
+    light_ = e == Endpoint::kFit;
+    if (light_) {
+      const unsigned room = 1 + server_.opt.queue;
+      if (server_.light_admitted.fetch_add(1) >= room) {
+        --server_.light_admitted;
+        retry_after_ = true;
+        return send_error(429, "the fit lane is full (" + std::to_string(room) +
+                                   " admitted); retry after the Retry-After seconds", keep_alive_);
+      }
+    } else {
+      const unsigned capacity = server_.workers + server_.opt.queue;
+      unsigned& mine = server_.admitted_by_client[client_];
+      if (mine >= server_.per_client) {
+        if (mine == 0) server_.admitted_by_client.erase(client_);
+        retry_after_ = true;
+        return send_error(429, "this client (" + client_ + ") already has " + std::to_string(server_.per_client) +
+                                   " simulations admitted, its share of the server (capsim serve --max-jobs-per-client); "
+                                   "retry after the Retry-After seconds", keep_alive_);
+      }
+      if (server_.admitted.fetch_add(1) >= capacity) {
+        --server_.admitted;
+        if (mine == 0) server_.admitted_by_client.erase(client_);
+        retry_after_ = true;
+        return send_error(429, "the queue is full (" + std::to_string(capacity) + " jobs admitted: " +
+                                   std::to_string(server_.workers) + " running, " + std::to_string(server_.opt.queue) +
+                                   " waiting); retry after the Retry-After seconds", keep_alive_);
+      }
+      ++mine;
+      holds_client_slot_ = true;
     }
-    // Admission first: a full queue is told so before any parsing or validation.
-    const unsigned capacity = server_.workers + server_.opt.queue;
-    if (server_.admitted.fetch_add(1) >= capacity) {
-      --server_.admitted;
-      retry_after_ = true;
-      return send_error(429, "the queue is full (" + std::to_string(capacity) + " jobs admitted: " +
-                                 std::to_string(server_.workers) + " running, " + std::to_string(server_.opt.queue) +
-                                 " waiting); retry after the Retry-After seconds", keep_alive_);
-    }
-    Job job;
-    try {
-      job = prepare(e, request_.body(), server_.opt.limits);
-    } catch (const HttpError& x) {
-      --server_.admitted;
-      return send_error(x.status(), x.what(), keep_alive_);
-    } catch (const std::exception& x) {
-      --server_.admitted;
-      return send_error(400, x.what(), keep_alive_);
-    }
-    const auto accept = request_[http::field::accept];
+    // Validation builds the scenario (and may write a pasted config.json): on the fit lane's
+    // thread, so that the I/O thread never waits on it.
+    const auto accept = request_[bhttp::field::accept];
     streaming_ = reports_progress(e) && accept.find("text/event-stream") != beast::string_view::npos;
-    run_job(std::move(job));
+    auto executor = stream_.get_executor();
+    asio::post(*server_.light_pool, [self = shared_from_this(), e, body = std::move(request_.body()), executor]() mutable {
+      auto prepared = std::make_shared<Prepared>(prepare_or_refuse(e, body, self->server_.opt.limits));
+      asio::post(executor, [self, prepared] { self->on_prepared(std::move(*prepared)); });
+    });
+  }
+
+  void on_prepared(Prepared prepared) {
+    if (prepared.refusal) {
+      leave_lane();
+      return send(prepared.refusal->status, prepared.refusal->content_type, prepared.refusal->body, keep_alive_);
+    }
+    run_job(std::move(prepared.job));
+  }
+
+  // The job is over (or never ran): its lane and its client have room again.
+  void leave_lane() {
+    if (light_) {
+      --server_.light_admitted;
+    } else {
+      --server_.admitted;
+    }
+    release_client_slot();
   }
 
   void run_job(Job job) {
@@ -198,7 +276,8 @@ class Session : public std::enable_shared_from_this<Session> {
         if (const auto self = weak.lock()) self->on_progress(text);
       });
     };
-    asio::post(*server_.pool, [self = shared_from_this(), job = std::move(job), progress, executor] {
+    asio::thread_pool& lane = light_ ? *server_.light_pool : *server_.pool;
+    asio::post(lane, [self = shared_from_this(), job = std::move(job), progress, executor] {
       int status = 200;
       std::string body;
       try {
@@ -215,8 +294,15 @@ class Session : public std::enable_shared_from_this<Session> {
       } catch (const std::exception& x) {
         status = 500;
         body = std::string("internal error: ") + x.what();
+      } catch (...) {
+        status = 500;
+        body = "internal error";
       }
-      --self->server_.admitted;
+      if (self->light_) {
+        --self->server_.light_admitted;
+      } else {
+        --self->server_.admitted;
+      }
       asio::post(executor, [self, status, body = std::move(body)]() mutable { self->on_done(status, std::move(body)); });
     });
   }
@@ -253,6 +339,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_done(int status, std::string body) {
     done_ = true;
+    release_client_slot();
     deadline_->cancel();
     {
       std::lock_guard<std::mutex> lock(server_.jobs_mutex);
@@ -294,22 +381,23 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void send_error(int status, const std::string& message, bool keep_alive) {
-    send(status, "application/json", error_json(status, message), keep_alive);
+    const Answer a = error_answer(status, message);
+    send(a.status, a.content_type, a.body, keep_alive);
   }
 
   void send(int status, const std::string& type, std::string body, bool keep_alive) {
-    auto res = std::make_shared<Response>(static_cast<http::status>(status), request_.version() ? request_.version() : 11);
-    res->set(http::field::server, "capsim");
-    res->set(http::field::content_type, type);
-    if (retry_after_) res->set(http::field::retry_after, "2");
+    auto res = std::make_shared<Response>(static_cast<bhttp::status>(status), request_.version() ? request_.version() : 11);
+    res->set(bhttp::field::server, "capsim");
+    res->set(bhttp::field::content_type, type);
+    if (retry_after_) res->set(bhttp::field::retry_after, "2");
     res->keep_alive(keep_alive);
-    const bool head = request_.method() == http::verb::head;
+    const bool head = request_.method() == bhttp::verb::head;
     const std::size_t size = body.size();
     res->body() = head ? std::string() : std::move(body);
     res->prepare_payload();
     if (head) res->content_length(size);
     stream_.expires_after(millis(server_.opt.read_timeout_s));
-    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
       if (ec || !res->keep_alive()) return self->close();
       self->reset_for_next();
       self->read_request();
@@ -317,7 +405,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void reset_for_next() {
-    done_ = client_gone_ = timed_out_ = streaming_ = retry_after_ = false;
+    done_ = client_gone_ = timed_out_ = streaming_ = retry_after_ = light_ = false;
     cancel_.reset();
     deadline_.reset();
   }
@@ -348,6 +436,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closing_) return;
     closing_ = true;
+    // A closing connection is the first to make room for a new one.
+    server_.table->reading(id_, http::ConnectionTable::Clock::time_point::min());
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.expires_after(millis(server_.opt.read_timeout_s));
@@ -364,9 +454,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   Server::Impl& server_;
+  http::ConnectionTable::Id id_ = 0;
+  std::string client_;               // the peer's address, for its share of the simulations
+  bool holds_client_slot_ = false;   // counted in admitted_by_client
+  bool light_ = false;               // the job runs on the fit lane
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::request<http::string_body> request_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bhttp::request<bhttp::string_body> request_;
   bool keep_alive_ = false;
   bool streaming_ = false;
   bool done_ = false;
@@ -383,31 +477,15 @@ class Session : public std::enable_shared_from_this<Session> {
 
 }  // namespace
 
-void Server::Impl::accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
-    if (!acceptor.is_open()) return;
-    if (ec) {
-      // Out of file descriptors (EMFILE) an immediate retry fails at once and spins; wait a
-      // little so that closing sessions can free some.
-      accept_retry.expires_after(std::chrono::milliseconds(100));
-      accept_retry.async_wait([this](beast::error_code) { accept(); });
-      return;
-    }
-    if (connections.load() >= opt.max_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      std::make_shared<Session>(std::move(socket), *this)->start();
-    }
-    accept();
-  });
-}
-
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.opt = std::move(options);
   s.workers = s.opt.workers ? s.opt.workers : std::max(1u, std::thread::hardware_concurrency());
+  s.per_client = s.opt.max_jobs_per_client ? s.opt.max_jobs_per_client : std::max(1u, (s.workers + s.opt.queue) / 2);
   s.pool = std::make_unique<asio::thread_pool>(s.workers);
+  s.light_pool = std::make_unique<asio::thread_pool>(1);
+  s.table = std::make_unique<http::ConnectionTable>(std::max(1u, s.opt.max_connections));
+  http::raise_open_file_limit();
   // The run limits (sim/core/run_limits.h) become the server's: a request past them is 422.
   const RunLimit kinds[4] = {RunLimit::kRequests, RunLimit::kUsers, RunLimit::kReplicas, RunLimit::kCards};
   const std::int64_t mine[4] = {s.opt.limits.max_requests, s.opt.limits.max_users, s.opt.limits.max_cards,
@@ -424,23 +502,22 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   beast::error_code ec;
   const auto address = asio::ip::make_address(s.opt.bind, ec);
   if (ec) throw Error("--bind: '" + s.opt.bind + "' is not an IP address (e.g. 127.0.0.1, ::1, 0.0.0.0)");
-  const tcp::endpoint at(address, s.opt.port);
-  const std::string where = "--bind/--port: " + s.opt.bind + ":" + std::to_string(s.opt.port);
-  s.acceptor.open(at.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(at, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw Error(where + ": cannot listen: " + ec.message());
+  Impl* impl = impl_.get();
+  s.listener = std::make_shared<http::Listener>(s.ioc, tcp::endpoint(address, s.opt.port), *s.table,
+                                                [impl](tcp::socket socket) {
+                                                  std::make_shared<Session>(std::move(socket), *impl)->start();
+                                                });
 }
 
 Server::~Server() {
   stop();
   impl_->pool->join();
+  impl_->light_pool->join();
   const RunLimit kinds[4] = {RunLimit::kRequests, RunLimit::kUsers, RunLimit::kReplicas, RunLimit::kCards};
   for (int i = 0; i < 4; ++i) set_run_limit(kinds[i], impl_->saved_limits[i]);
 }
 
-unsigned short Server::port() const { return impl_->acceptor.local_endpoint().port(); }
+unsigned short Server::port() const { return impl_->listener->port(); }
 
 void Server::run(bool handle_signals) {
   Impl& s = *impl_;
@@ -451,8 +528,19 @@ void Server::run(bool handle_signals) {
       if (!ec) stop();
     });
   }
-  s.accept();
-  s.ioc.run();
+  s.listener->start();
+  // A handler that throws would end run() and with it the server: log it and go on (the request
+  // path catches its own; this is the last line of defence).
+  for (;;) {
+    try {
+      s.ioc.run();
+      break;
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "capsim serve: internal error in a connection handler: %s\n", x.what());
+    } catch (...) {
+      std::fprintf(stderr, "capsim serve: internal error in a connection handler\n");
+    }
+  }
 }
 
 void Server::stop() {
@@ -462,8 +550,7 @@ void Server::stop() {
     for (const auto& f : s.jobs) f->store(true);
   }
   asio::post(s.ioc, [&s] {
-    beast::error_code ignored;
-    s.acceptor.close(ignored);
+    s.listener->stop();
     s.ioc.stop();
   });
 }

@@ -4,10 +4,19 @@
 // page's files, progress as server-sent events and cancellation when a client goes away.
 //
 // Contract:
-//  - A POST that would make more than `workers + queue` jobs admitted at once is answered 429
-//    with Retry-After, before any work.
+//  - Every request passes the guard first (sim/http/request_guard.h: Host, Origin, token,
+//    Content-Type); nothing a request carries can stop the I/O thread (every exception becomes
+//    a JSON 4xx/5xx answer, invalid UTF-8 included).
+//  - Two lanes: fit runs on a light lane of its own (one thread, `1 + queue` admitted), the
+//    simulations (simulate, plan, capacity, compare, check) on `workers` threads with `workers +
+//    queue` admitted, at most `max_jobs_per_client` of them from one client address. A POST past
+//    its lane's room is answered 429 with Retry-After, before any parsing; a heavy client never
+//    delays a fit. A POST body is validated on the fit lane's thread too: the I/O thread never
+//    waits on files or long work.
 //  - A request's header and body must arrive within `read_timeout_s`, or the connection is
-//    closed; a header over 16 KiB is 431, a body over limits.max_body_bytes is 413.
+//    closed; a header over 16 KiB is 431, a body over limits.max_body_bytes is 413. At
+//    `max_connections`, a new connection takes the place of the one that has waited longest for
+//    its request (sim/http/connection_table.h); connections being answered are never closed.
 //  - A job is cancelled (its simulations stop within ~1024 event times) when its client closes
 //    the connection, when it runs longer than `job_timeout_s` (then 503), or when the server stops.
 #pragma once
@@ -15,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "sim/http/request_guard.h"
 #include "sim/server/api.h"
 
 namespace capsim::server {
@@ -26,7 +36,9 @@ struct ServerOptions {
   unsigned queue = 16;             // admitted jobs waiting for a worker
   double job_timeout_s = 600;
   double read_timeout_s = 15;
-  unsigned max_connections = 256;  // more are closed at once
+  unsigned max_connections = 256;  // at the cap, the longest-waiting reader makes room
+  unsigned max_jobs_per_client = 0;  // simulations admitted per client address; 0: half the room
+  http::GuardPolicy guard;           // allowed Host names, the token
   std::string web_dir;             // the built page (index.html, assets/); empty: no page
   Limits limits;
 };

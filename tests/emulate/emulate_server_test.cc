@@ -127,6 +127,11 @@ TEST_CASE("emulate server: bad flags are exit 2 naming the flag", "[emulate]") {
   CHECK(status_of("--host not-an-address") == 2);
   CHECK(status_of("--port 70000") == 2);
   CHECK(status_of("--time-scale 0") == 2);
+  // Outside 0.001..10000 simulated time overflowed (1e300) or a deadline became infinite (1e-300):
+  // on 64e18c4 both were accepted and no request was ever answered.
+  CHECK(status_of("--time-scale 1e300") == 2);
+  CHECK(status_of("--time-scale 1e-300") == 2);
+  CHECK(status_of("--max-connections 0") == 2);
   CHECK(status_of("--model no-such-model") == 2);
 }
 
@@ -165,7 +170,7 @@ TEST_CASE("emulate server: a chat answer, a client that leaves mid-stream, /metr
     tcp::socket s = connect(io, port);
     const std::string body =
         R"({"messages": [{"role": "user", "content": "Tell me everything."}], "max_tokens": 4000, "ignore_eos": true, "stream": true})";
-    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
     net::write(s, net::buffer(req));
     std::string got;
@@ -218,7 +223,7 @@ TEST_CASE("emulate server: clients that leave mid-write do not bring it down", "
   const unsigned short port = emu.port();
   const std::string body =
       R"({"messages": [{"role": "user", "content": "Go on."}], "max_tokens": 4000, "ignore_eos": true, "stream": true})";
-  const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+  const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   for (int i = 0; i < 20; ++i) {
     net::io_context io;
@@ -286,4 +291,84 @@ TEST_CASE("emulate server: out of file descriptors it waits instead of spinning,
   }
   idle.clear();
   CHECK(request(port, http::verb::get, "/health").result() == http::status::ok);
+}
+
+namespace {
+
+// Raw bytes in, the status and body out (0: closed without an answer).
+std::pair<int, std::string> raw_exchange(unsigned short port, const std::string& bytes) {
+  net::io_context io;
+  tcp::socket s = connect(io, port);
+  net::write(s, net::buffer(bytes));
+  boost::beast::flat_buffer b;
+  http::response_parser<http::string_body> p;
+  p.body_limit(1 << 20);
+  boost::system::error_code ec;
+  http::read(s, b, p, ec);
+  if (ec) return {0, ""};
+  return {static_cast<int>(p.get().result_int()), p.get().body()};
+}
+
+std::string chat_post(const std::string& body, const std::string& headers = "Content-Type: application/json\r\n",
+                      const std::string& host = "127.0.0.1") {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: " + host + "\r\n" + headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+const std::string kHello = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})";
+
+}  // namespace
+
+TEST_CASE("emulate server: bodies past the size and depth limits are refused, and streams go on", "[emulate][hostile]") {
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --max-body 64");
+  const unsigned short port = emu.port();
+  // 64 KiB allowed: 100 KiB is 413 (on 64e18c4 up to 64 MiB were read and parsed).
+  const auto big = raw_exchange(port, chat_post("{\"x\": \"" + std::string(100 * 1024, 'a') + "\"}"));
+  CHECK(big.first == 413);
+  CHECK_THAT(big.second, Catch::Contains("capsim emulate --max-body"));
+  // Nested 20000 deep in a field nobody reads: refused by its depth, not parsed.
+  const std::string deep = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"x\": " + std::string(20000, '[') +
+                           std::string(20000, ']') + "}";
+  const auto nested = raw_exchange(port, chat_post(deep));
+  CHECK(nested.first == 400);
+  CHECK_THAT(nested.second, Catch::Contains("nests deeper than 128 levels"));
+  CHECK(raw_exchange(port, chat_post(kHello)).first == 200);
+}
+
+TEST_CASE("emulate server: pages of other sites cannot use it; --api-key guards /v1/ as vLLM's does", "[emulate][hostile]") {
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --api-key k3y");
+  const unsigned short port = emu.port();
+  const std::string key = "Content-Type: application/json\r\nAuthorization: Bearer k3y\r\n";
+  CHECK(raw_exchange(port, chat_post(kHello)).first == 401);
+  CHECK(raw_exchange(port, chat_post(kHello, key)).first == 200);
+  CHECK(raw_exchange(port, chat_post(kHello, key, "rebound.example:8000")).first == 403);
+  CHECK(raw_exchange(port, chat_post(kHello, key + "Origin: https://evil.example\r\n")).first == 403);
+  CHECK(raw_exchange(port, chat_post(kHello, "Content-Type: text/plain\r\nAuthorization: Bearer k3y\r\n")).first == 415);
+  CHECK(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").first == 200);
+  CHECK(raw_exchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").first == 200);
+  const auto bad_bytes = raw_exchange(port, "GET /\xff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  CHECK(bad_bytes.first == 404);
+}
+
+TEST_CASE("emulate server: half-sent requests time out, and at the cap a new client takes a slow one's place", "[emulate][hostile]") {
+  // On 64e18c4 the emulator had neither a read timeout nor a connection cap.
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --read-timeout 1 --max-connections 4");
+  const unsigned short port = emu.port();
+  net::io_context io;
+  std::vector<tcp::socket> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(connect(io, port));
+    net::write(slow.back(), net::buffer(std::string("POST /v1/chat/completions HTTP/1.1\r\nHo")));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(raw_exchange(port, chat_post(kHello)).first == 200);
+  CHECK(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").first == 200);
+  // Past the read timeout every slow connection is closed without an answer.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  for (auto& s : slow) {
+    char c;
+    boost::system::error_code ec;
+    s.read_some(net::buffer(&c, 1), ec);
+    CHECK(ec);
+  }
 }

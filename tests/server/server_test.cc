@@ -78,6 +78,7 @@ Reply request(unsigned short port, http::verb verb, const std::string& target, c
   tcp::socket s = connect(port);
   http::request<http::string_body> req(verb, target, 11);
   req.set(http::field::host, "127.0.0.1");
+  if (verb == http::verb::post) req.set(http::field::content_type, "application/json");
   req.body() = body;
   req.prepare_payload();
   http::write(s, req);
@@ -250,6 +251,7 @@ TEST_CASE("server: a full queue answers 429 with Retry-After, and a client that 
   // a minute or more of simulation) holds the worker until its client disconnects.
   ServerOptions o = small(1, 0);
   o.limits.max_requests = 2'000'000;
+  o.max_jobs_per_client = 4;  // the queue's room binds first here (the client's share has its own test)
   Running srv(o);
   const std::string long_job = R"({"model": "llama-3.1-8b", "workload": {"rate": 50, "requests": 1500000}})";
   const std::string short_job = R"({"model": "llama-3.1-8b", "workload": {"rate": 4, "requests": 50}})";
@@ -257,6 +259,7 @@ TEST_CASE("server: a full queue answers 429 with Retry-After, and a client that 
     tcp::socket s = connect(srv.port());
     http::request<http::string_body> req(http::verb::post, "/v1/simulate", 11);
     req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
     req.body() = long_job;
     req.prepare_payload();
     http::write(s, req);
@@ -285,6 +288,7 @@ TEST_CASE("server: plan streams progress events, then the result `capsim plan --
   tcp::socket s = connect(srv.port());
   http::request<http::string_body> req(http::verb::post, "/v1/plan", 11);
   req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
   req.set(http::field::accept, "text/event-stream");
   req.body() = R"({"model": "llama-3.1-8b", "workload": {"rate": 2, "duration": "2min"}, "slo": {"ttft_p95": "1s"},
                    "plan": {"cards": ["rtx-4090", "l4"], "tp": [1], "search_duration": "1min"}})";

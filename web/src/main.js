@@ -44,7 +44,7 @@ function toUrl(s) {
   q.set('cards', s.cards.join(','));
   if (s.config) q.set('config', s.config);
   if (s.choice) q.set('choice', String(s.choice));
-  return `${location.pathname}?${q}`;
+  return `${location.pathname}?${q}${location.hash}`;
 }
 
 function fromUrl(defaults) {
@@ -83,8 +83,15 @@ async function errorOf(res) {
   }
 }
 
+// A server started with --auth-token wants it on every API request: the page takes it from its
+// address's fragment (#token=...), which the browser never sends to the server or to other sites.
+const TOKEN = new URLSearchParams(location.hash.slice(1)).get('token');
+function apiHeaders(extra = {}) {
+  return TOKEN ? { ...extra, Authorization: `Bearer ${TOKEN}` } : extra;
+}
+
 async function postJson(path, body, signal) {
-  const res = await fetch(path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body), signal });
+  const res = await fetch(path, { method: 'POST', headers: apiHeaders({ 'Content-Type': 'application/json' }), body: JSON.stringify(body), signal });
   if (!res.ok) throw new Error(`${path}: ${await errorOf(res)}`);
   return res.json();
 }
@@ -93,7 +100,7 @@ async function postJson(path, body, signal) {
 // Aborting the signal closes the connection, which cancels the job on the server.
 async function postStream(path, body, signal, onProgress) {
   const res = await fetch(path, {
-    method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' }, body: JSON.stringify(body), signal,
+    method: 'POST', headers: apiHeaders({ 'Content-Type': 'application/json', Accept: 'text/event-stream' }), body: JSON.stringify(body), signal,
   });
   if (!res.ok) throw new Error(`${path}: ${await errorOf(res)}`);
   const reader = res.body.getReader();
@@ -294,7 +301,8 @@ function scheduled() {
 }
 
 async function start() {
-  const [models, cards] = await Promise.all([fetch('v1/models').then((r) => r.json()), fetch('v1/cards').then((r) => r.json())]);
+  const [models, cards] = await Promise.all([fetch('v1/models', { headers: apiHeaders() }).then((r) => r.json()),
+    fetch('v1/cards', { headers: apiHeaders() }).then((r) => r.json())]);
   $('model').replaceChildren(...models.map((m) => new Option(`${m.name} (${(m.total_params / 1e9).toFixed(1)}B)`, m.name)));
   $('cards').replaceChildren(...cards.filter((c) => c.kind === 'gpu').map((c) => {
     const l = document.createElement('label');
