@@ -53,7 +53,25 @@ std::optional<std::string> content_text(const json& content) {
 constexpr std::int64_t kChatTokensPerMessage = 4;
 constexpr std::int64_t kChatReplyTokens = 3;
 
-std::optional<ApiError> chat_prompt_tokens(const json& body, std::int64_t& out) {
+// Text cut every 64 code points (16 estimated tokens; 64 is a multiple of 4, so the pieces'
+// estimates add up to the whole text's).
+void append_text_segments(const std::string& text, std::vector<ContentSegment>& out) {
+  constexpr std::int64_t kPiece = 64;
+  std::size_t start = 0;
+  std::int64_t points = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const bool boundary = i == text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+    if (boundary && (points == kPiece || (i == text.size() && points > 0))) {
+      const std::string piece = text.substr(start, i - start);
+      out.push_back({content_id(piece), (points + 3) / 4});
+      start = i;
+      points = 0;
+    }
+    if (i < text.size() && boundary) ++points;
+  }
+}
+
+std::optional<ApiError> chat_prompt_tokens(const json& body, std::int64_t& out, std::vector<ContentSegment>& segments) {
   const auto it = body.find("messages");
   if (it == body.end()) return bad_request("messages: field required", "messages");
   if (!it->is_array() || it->empty()) return bad_request("messages: must be a non-empty list of messages", "messages");
@@ -66,13 +84,17 @@ std::optional<ApiError> chat_prompt_tokens(const json& body, std::int64_t& out) 
     std::optional<std::string> text = c == m.end() ? std::string() : content_text(*c);
     if (!text) return bad_request("messages: content must be a string or a list of text parts", "messages");
     n += kChatTokensPerMessage + estimate_text_tokens(*text);
+    const std::string role = m["role"].is_string() ? m["role"].get<std::string>() : m["role"].dump();
+    segments.push_back({content_id(role + '\0' + *text), kChatTokensPerMessage + estimate_text_tokens(*text)});
   }
+  segments.push_back({content_id("capsim emulate: the chat template's reply header"), kChatReplyTokens});
   out = n;
   return std::nullopt;
 }
 
 // Completions: a string, a list of token ids, or a list holding one of those.
-std::optional<ApiError> completion_prompt_tokens(const json& body, std::int64_t& out) {
+std::optional<ApiError> completion_prompt_tokens(const json& body, std::int64_t& out,
+                                                std::vector<ContentSegment>& segments) {
   const auto it = body.find("prompt");
   if (it == body.end()) return bad_request("prompt: field required", "prompt");
   const json* p = &*it;
@@ -85,12 +107,22 @@ std::optional<ApiError> completion_prompt_tokens(const json& body, std::int64_t&
   }
   if (p->is_string()) {
     out = estimate_text_tokens(p->get<std::string>());
+    append_text_segments(p->get<std::string>(), segments);
   } else if (p->is_array()) {
+    std::string ids;
+    std::int64_t in_piece = 0;
     for (const json& t : *p) {
       if (!t.is_number_integer() && !t.is_number_unsigned()) {
         return bad_request("prompt: a list prompt must hold token ids (integers)", "prompt");
       }
+      ids += t.dump() + ',';
+      if (++in_piece == 16) {
+        segments.push_back({content_id("ids:" + ids), in_piece});
+        ids.clear();
+        in_piece = 0;
+      }
     }
+    if (in_piece > 0) segments.push_back({content_id("ids:" + ids), in_piece});
     out = static_cast<std::int64_t>(p->size());
   } else {
     return bad_request("prompt: must be a string, a list of token ids, or a list of one of those", "prompt");
@@ -115,6 +147,15 @@ json error_body(const ApiError& e) {
   info["param"] = e.param ? json(*e.param) : json(nullptr);
   info["code"] = e.status;
   return json{{"error", info}};
+}
+
+std::uint64_t content_id(std::string_view bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h == 0 ? 1 : h;
 }
 
 std::int64_t estimate_text_tokens(const std::string& text) {
@@ -148,8 +189,9 @@ ParseOutcome parse_request(Endpoint endpoint, const std::string& text) {
     }
     r.model = m->get<std::string>();
   }
-  std::optional<ApiError> e = endpoint == Endpoint::kChat ? chat_prompt_tokens(body, r.prompt_tokens)
-                                                          : completion_prompt_tokens(body, r.prompt_tokens);
+  std::optional<ApiError> e = endpoint == Endpoint::kChat
+                                   ? chat_prompt_tokens(body, r.prompt_tokens, r.prompt_segments)
+                                   : completion_prompt_tokens(body, r.prompt_tokens, r.prompt_segments);
   std::optional<std::int64_t> max_tokens, max_completion, min_tokens, n, best_of;
   if (!e) e = read_count(body, "max_tokens", max_tokens);
   if (!e) e = read_count(body, "max_completion_tokens", max_completion);

@@ -17,6 +17,7 @@
 
 #include "sim/core/rng.h"
 #include "sim/workload/distributions.h"
+#include "sim/workload/request.h"
 
 namespace capsim::emulate {
 
@@ -45,7 +46,18 @@ struct ParsedRequest {
   bool ignore_eos = false;
   bool stream = false;
   bool include_usage = false;      // stream_options.include_usage (true when stream_options is given without it)
+  // The prompt's content (sim/workload/request.h), summing to prompt_tokens, so that the
+  // simulation's prefix cache sees a repeated prompt, or a chat history sent again with a new
+  // question, as vLLM's does: a chat message is one segment (its role and text, with its
+  // template tokens), then the reply header; a text prompt is cut every 64 code points (16
+  // estimated tokens), a token-id prompt every 16 ids, so that a prompt that extends another
+  // shares its leading blocks. Content ids are FNV-1a hashes of the bytes (the same on any
+  // machine); equal content, equal id.
+  std::vector<ContentSegment> prompt_segments;
 };
+
+// FNV-1a, 64 bits: a content id for prompt_segments (never 0).
+std::uint64_t content_id(std::string_view bytes);
 
 // ceil(UTF-8 code points / 4), at least 1 for non-empty text; 0 for "".
 std::int64_t estimate_text_tokens(const std::string& text);

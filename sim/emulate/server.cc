@@ -277,6 +277,10 @@ class Emulator {
     r.arrival = call->arrival;
     r.prompt_tokens = call->prompt;
     r.output_tokens = call->output;
+    // The prompt's content, so that repeated prompts and resent histories hit the prefix cache;
+    // the answer is content of this call alone.
+    r.segments = std::move(p.request->prompt_segments);
+    r.segments.push_back({0x7e00000000000000ULL ^ call->id, call->output});
     live_.submit(std::move(r));
     calls_[call->id] = call;
     s->current_ = call;

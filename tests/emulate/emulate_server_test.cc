@@ -372,3 +372,22 @@ TEST_CASE("emulate server: half-sent requests time out, and at the cap a new cli
     CHECK(ec);
   }
 }
+
+TEST_CASE("emulate server: the same long prompt sent again hits the prefix cache, as on vLLM", "[emulate]") {
+  // On 64e18c4 every request was unique content: three sends of one 8k-token prompt cost the
+  // same and vllm:prefix_cache_hits_total stayed 0.
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20");
+  const unsigned short port = emu.port();
+  // 32768 characters = 8192 estimated tokens = 512 blocks of 16; a hit leaves the last token to
+  // compute, so it reuses floor((8192 - 1) / 16) = 511 blocks = 8176 tokens.
+  const std::string body = json{{"prompt", std::string(32768, 'x')}, {"max_tokens", 1}}.dump();
+  const std::string hits = "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"llama-3.1-8b\"}";
+  const std::string queries = "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"llama-3.1-8b\"}";
+  REQUIRE(request(port, http::verb::post, "/v1/completions", body).result_int() == 200);
+  CHECK(metric(request(port, http::verb::get, "/metrics").body(), hits) == 0);
+  REQUIRE(request(port, http::verb::post, "/v1/completions", body).result_int() == 200);
+  REQUIRE(request(port, http::verb::post, "/v1/completions", body).result_int() == 200);
+  const std::string m = request(port, http::verb::get, "/metrics").body();
+  CHECK(metric(m, hits) == 2 * 8176);
+  CHECK(metric(m, queries) == 3 * 8192);
+}

@@ -189,3 +189,58 @@ TEST_CASE("emulate protocol: chunks and responses have the OpenAI shapes", "[emu
   CHECK(models["data"][0]["id"] == "m");
   CHECK(models["data"][0]["max_model_len"] == 4096);
 }
+
+TEST_CASE("emulate protocol: a prompt's content segments add up to its tokens and repeat as its content does",
+          "[emulate]") {
+  const auto total = [](const std::vector<ContentSegment>& s) {
+    std::int64_t n = 0;
+    for (const auto& x : s) n += x.tokens;
+    return n;
+  };
+  // Chat: one segment a message (ceil(chars/4) + 4), then the reply header (3).
+  const json turn1 = {{"messages", {{{"role", "system"}, {"content", std::string(400, 's')}},
+                                    {{"role", "user"}, {"content", "How many GPUs?"}}}}};
+  const ParsedRequest a = parsed(Endpoint::kChat, turn1);
+  REQUIRE(a.prompt_segments.size() == 3);
+  CHECK(a.prompt_segments[0].tokens == 104);  // 400 / 4 + 4
+  CHECK(a.prompt_segments[1].tokens == 8);    // ceil(14 / 4) + 4
+  CHECK(a.prompt_segments[2].tokens == 3);
+  CHECK(total(a.prompt_segments) == a.prompt_tokens);
+  // The next turn resends the history: its first two segments are the same content.
+  json turn2 = turn1;
+  turn2["messages"].push_back({{"role", "assistant"}, {"content", "capsim emulates the"}});
+  turn2["messages"].push_back({{"role", "user"}, {"content", "And for 500 users?"}});
+  const ParsedRequest b = parsed(Endpoint::kChat, turn2);
+  REQUIRE(b.prompt_segments.size() == 5);
+  CHECK(b.prompt_segments[0].content == a.prompt_segments[0].content);
+  CHECK(b.prompt_segments[1].content == a.prompt_segments[1].content);
+  CHECK(b.prompt_segments[2].content != a.prompt_segments[2].content);  // the assistant's turn, not the header
+  CHECK(total(b.prompt_segments) == b.prompt_tokens);
+  // The same text in another role is other content.
+  const json as_user = {{"messages", {{{"role", "user"}, {"content", std::string(400, 's')}}}}};
+  CHECK(parsed(Endpoint::kChat, as_user).prompt_segments[0].content != a.prompt_segments[0].content);
+
+  // Text: pieces of 64 code points (16 tokens): 150 chars = 64 + 64 + 22 -> 16 + 16 + 6 = 38 tokens.
+  const std::string text(150, 'q');
+  const ParsedRequest t = parsed(Endpoint::kCompletions, json{{"prompt", text}});
+  REQUIRE(t.prompt_segments.size() == 3);
+  CHECK(t.prompt_segments[2].tokens == 6);
+  CHECK(total(t.prompt_segments) == t.prompt_tokens);
+  CHECK(t.prompt_tokens == 38);
+  // A prompt that extends it shares its two whole pieces; a multi-byte character counts once.
+  const ParsedRequest u = parsed(Endpoint::kCompletions, json{{"prompt", text + "\xc3\xa9tendu"}});
+  CHECK(u.prompt_segments[0].content == t.prompt_segments[0].content);
+  CHECK(u.prompt_segments[1].content == t.prompt_segments[1].content);
+  CHECK(total(u.prompt_segments) == u.prompt_tokens);
+  CHECK(u.prompt_tokens == 39);  // 156 code points: the two-byte é counts once
+
+  // Token ids: pieces of 16 ids; 40 ids -> 16 + 16 + 8.
+  std::vector<int> ids(40);
+  for (int i = 0; i < 40; ++i) ids[i] = 1000 + i;
+  const ParsedRequest k = parsed(Endpoint::kCompletions, json{{"prompt", ids}});
+  REQUIRE(k.prompt_segments.size() == 3);
+  CHECK(k.prompt_segments[2].tokens == 8);
+  CHECK(total(k.prompt_segments) == 40);
+  CHECK(content_id("") != 0);
+  CHECK(content_id("a") == 0xaf63dc4c8601ec8cULL);  // FNV-1a 64 of "a" (the published test vector)
+}
