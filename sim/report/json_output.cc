@@ -1,11 +1,13 @@
 #include "sim/report/json_output.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <random>
 
 #include "sim/core/error.h"
 
@@ -14,14 +16,54 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Writes all of `text` to `fd` (write(2) may write less than asked, or be interrupted); returns
+// 0, or the errno of the failed write.
+int write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
 // Writes `text` to `path` as it is (no temporary, no rename): for FIFOs, devices and other
 // non-regular files, which a rename would replace rather than write.
 void write_in_place(const std::string& path, const std::string& text, const std::string& flag) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(flag + ": cannot write " + path + ": " + std::strerror(errno));
-  out << text;
-  out.flush();
-  if (!out) throw Error(flag + ": cannot write " + path + ": write failed");
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw Error(flag + ": cannot write " + path + ": " + std::strerror(errno));
+  int err = write_all(fd, text);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) throw Error(flag + ": cannot write " + path + ": " + std::strerror(err));
+}
+
+// A new file beside `final_path` with a name nobody can predict, created by this call
+// (O_CREAT|O_EXCL: never an existing file, and never through a symlink planted under the name,
+// which O_EXCL refuses as it would a file; O_NOFOLLOW says so again). Its mode is 0666 less the
+// umask, as a file opened for writing the ordinary way gets (mkstemp's 0600 would make every
+// output private to its writer, unlike before). Returns the descriptor; sets `tmp_path`.
+int create_temporary(const std::string& final_path, std::string& tmp_path, const std::string& flag,
+                     const std::string& shown_path) {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device entropy;
+  std::mt19937_64 pick((static_cast<std::uint64_t>(entropy()) << 32) ^ entropy() ^
+                       static_cast<std::uint64_t>(::getpid()));
+  std::uniform_int_distribution<std::size_t> letter(0, sizeof kAlphabet - 2);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string suffix(10, ' ');
+    for (char& c : suffix) c = kAlphabet[letter(pick)];
+    tmp_path = final_path + "." + suffix + ".partial";
+    const int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) throw Error(flag + ": cannot write " + shown_path + ": " + std::strerror(errno));
+  }
+  throw Error(flag + ": cannot write " + shown_path + ": no unused temporary name beside it");
 }
 
 }  // namespace
@@ -61,23 +103,17 @@ void write_text_file(const std::string& path, const std::string& text, const std
     write_in_place(target.string(), text, flag);
     return;
   }
-  // A regular file (or none yet) appears whole or not at all: written beside it, then renamed.
+  // A regular file (or none yet) appears whole or not at all: written to a temporary of its own
+  // beside it, then renamed over it.
   const std::string final_path = target.string();
-  const std::string tmp = final_path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(flag + ": cannot write " + path + ": " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error(flag + ": cannot write " + path + ": write failed");
-    }
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw Error(flag + ": cannot write " + path + ": " + ec.message());
+  std::string tmp;
+  const int fd = create_temporary(final_path, tmp, flag, path);
+  int err = write_all(fd, text);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), final_path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw Error(flag + ": cannot write " + path + ": " + std::strerror(err));
   }
 }
 

@@ -122,7 +122,8 @@ TEST_CASE("cli: roofline --json FILE writes the step the table shows", "[cli]") 
   REQUIRE(r.status == 0);
   CHECK(r.err.empty());
   REQUIRE(std::filesystem::exists(file));
-  CHECK_FALSE(std::filesystem::exists(file + ".partial"));
+  // Only the file itself: its temporary was renamed into it.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()) == 1);
   const nlohmann::json j = nlohmann::json::parse(slurp(file));
   const double step = j.at("step_seconds").get<double>();
   CHECK(step > 0);
