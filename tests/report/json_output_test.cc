@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/report/json_output.h"
@@ -168,5 +169,83 @@ TEST_CASE("output: a directory is refused with the flag's name", "[report][outpu
     FAIL("no error");
   } catch (const capsim::Error& e) {
     CHECK(std::string(e.what()) == "--report: cannot write " + dir.path() + ": is a directory");
+  }
+}
+
+TEST_CASE("outputs: check_outputs refuses what could not be written, naming the flag", "[report][output]") {
+  capsim_test::TempDir dir("out");
+  const std::string file = dir.write("file", "x");
+  const auto refusal = [](const std::vector<capsim::OutputRequest>& outputs) -> std::string {
+    try {
+      capsim::check_outputs(outputs);
+    } catch (const capsim::Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  CHECK(refusal({{"--json", dir.file("missing/x.json")}}) ==
+        "--json: cannot write " + dir.file("missing/x.json") + ": folder " + dir.file("missing") + " does not exist");
+  CHECK(refusal({{"--csv", file + "/x.csv"}}) == "--csv: cannot write " + file + "/x.csv: " + file + " is not a folder");
+  CHECK(refusal({{"--report", dir.path()}}) == "--report: cannot write " + dir.path() + ": is a directory");
+  // One file by two names: a path through "." and a link to a file not made yet.
+  fs::create_symlink(dir.file("new.json"), dir.file("link.json"));
+  CHECK(refusal({{"--json", dir.file("new.json")}, {"--report", dir.path() + "/./link.json"}}) ==
+        "--report: cannot write " + dir.path() + "/./link.json: --json writes the same file (" + dir.file("new.json") +
+            "); each output needs a file of its own");
+  // An existing file is one by its inode, whatever the path.
+  const std::string round_about = dir.path() + "/../" + fs::path(dir.path()).filename().string() + "/file";
+  CHECK(refusal({{"--json", file}, {"--junit", round_about}}) ==
+        "--junit: cannot write " + round_about + ": --json writes the same file (" + file +
+            "); each output needs a file of its own");
+  CHECK(refusal({{"--json", "-"}, {"--junit", "-"}}) ==
+        "--junit: cannot write - (stdout): --json writes there too; each output needs a file of its own");
+  // Accepted: distinct files, an existing one (replaced by a rename: its folder's permission is
+  // what counts), flags not given, and a device several outputs may share.
+  CHECK(refusal({{"--json", file}, {"--report", dir.file("r.html")}, {"--plot", ""}}) == "accepted");
+  if (fs::exists("/dev/null")) CHECK(refusal({{"--json", "/dev/null"}, {"--report", "/dev/null"}}) == "accepted");
+  CHECK(entries(dir.path()) == std::set<std::string>{"file", "link.json"});  // the check writes nothing
+}
+
+TEST_CASE("outputs: an OutputSet writes every output, or none when one fails", "[report][output]") {
+  capsim_test::TempDir dir("out");
+  const std::string kept = dir.write("kept.json", "old\n");
+  SECTION("all written") {
+    capsim::OutputSet outputs;
+    outputs.add_json(dir.file("a.json"), nlohmann::json{{"a", 1}});
+    outputs.add("--report", kept, "new\n");
+    outputs.add("--plot", "", "not asked for");
+    outputs.commit();
+    CHECK(slurp(dir.file("a.json")) == "{\n  \"a\": 1\n}\n");
+    CHECK(slurp(kept) == "new\n");
+    CHECK(entries(dir.path()) == std::set<std::string>{"a.json", "kept.json"});
+  }
+  SECTION("the last output fails: the new file is not made, the old one keeps its text") {
+    if (!fs::exists("/dev/full")) {
+      WARN("skipped: no /dev/full on this system");
+      return;
+    }
+    capsim::OutputSet outputs;
+    outputs.add_json(dir.file("a.json"), nlohmann::json{{"a", 1}});
+    outputs.add("--report", kept, "new\n");
+    outputs.add("--junit", "/dev/full", "<testsuites/>\n");  // opens, then refuses the write (ENOSPC)
+    try {
+      outputs.commit();
+      FAIL("no error");
+    } catch (const capsim::Error& e) {
+      CHECK(std::string(e.what()) == std::string("--junit: cannot write /dev/full: ") + std::strerror(ENOSPC));
+    }
+    CHECK(slurp(kept) == "old\n");
+    CHECK(entries(dir.path()) == std::set<std::string>{"kept.json"});
+  }
+  SECTION("a temporary that cannot be written fully: none of the set is renamed into place") {
+    capsim::OutputSet outputs;
+    outputs.add("--report", kept, "new\n");
+    outputs.add_json(dir.file("a.json"), nlohmann::json{{"long", std::string(100, 'x')}});
+    {
+      const FileSizeLimit limit(16);
+      CHECK_THROWS_AS(outputs.commit(), capsim::Error);
+    }
+    CHECK(slurp(kept) == "old\n");
+    CHECK(entries(dir.path()) == std::set<std::string>{"kept.json"});
   }
 }
