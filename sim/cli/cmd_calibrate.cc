@@ -84,6 +84,13 @@ int run_fit(const FitOptions& o) {
   // Peaks and the card file's own efficiencies (not an earlier calibration) are the priors.
   const Card& listed = cards().find(o.card);
   const Card card = CardCatalogue::load_file(listed.file);
+  const std::string out = o.out.empty() ? data_dir() + "/calibration/profiles/" + card.name + ".yaml" : o.out;
+  if (o.out.empty()) {
+    // The default profile's folder is made when missing (a --data-dir without one), then checked
+    // with --json before the fit, as a given --out is (add_output_checks).
+    std::filesystem::create_directories(std::filesystem::path(out).parent_path());
+    check_outputs({{"--json", o.json}, {"--out", out}});
+  }
   Profile profile;
   VidurReport vidur_report;
   if (!o.vidur.empty()) {
@@ -104,7 +111,6 @@ int run_fit(const FitOptions& o) {
   fo.force = o.force;
   fo.command_line = o.command_line;
   const CardFit f = fit_card(profile, card, fo);
-  const std::string out = o.out.empty() ? data_dir() + "/calibration/profiles/" + card.name + ".yaml" : o.out;
   const bool quiet = o.json == "-" || out == "-";
 
   if (!quiet) {
@@ -195,6 +201,7 @@ int run_fit(const FitOptions& o) {
     for (const auto& n : f.notes) os << "  note: " << n << "\n";
   }
 
+  OutputSet outputs;
   if (!o.json.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < f.gemm_samples.size(); ++i) {
@@ -219,13 +226,10 @@ int run_fit(const FitOptions& o) {
     if (f.compute_fp8) j["efficiency"]["compute_fp8"] = param_json(*f.compute_fp8, f.card_compute_fp8, false);
     if (f.attention_decode) j["attention_decode"] = quality_json(f.attention_decode->quality);
     if (f.attention_prefill) j["attention_prefill"] = quality_json(f.attention_prefill->quality);
-    write_json(o.json, j);
+    outputs.add_json(o.json, j);
   }
-  const std::string text = card_profile_yaml(f);
-  if (out != "-") std::filesystem::create_directories(std::filesystem::path(out).parent_path().empty()
-                                                          ? std::filesystem::path(".")
-                                                          : std::filesystem::path(out).parent_path());
-  write_text_file(out, text, "--out");
+  outputs.add("--out", out, card_profile_yaml(f));
+  outputs.commit();
   if (!quiet) {
     const std::string canonical = data_dir() + "/calibration/profiles/" + card.name + ".yaml";
     std::cout << "\nwrote " << out;

@@ -99,9 +99,11 @@ int run_capacity(const CapacityOptions& o) {
     page.preformatted(text);
     page_html = page.render();
   }
-  if (!o.json.empty()) write_json(o.json, j);
-  if (!o.plot.empty()) write_text_file(o.plot, chart_file, "--plot");
-  if (!o.report.empty()) write_text_file(o.report, page_html, "--report");
+  OutputSet outputs;
+  outputs.add_json(o.json, j);
+  outputs.add("--plot", o.plot, std::move(chart_file));
+  outputs.add("--report", o.report, std::move(page_html));
+  outputs.commit();
   return capacity > 0 ? 0 : 1;
 }
 

@@ -121,9 +121,11 @@ int run_check(const CheckOptions& o) {
     page.preformatted(text.str());
     page_html = page.render();
   }
-  if (!o.json.empty()) write_json(o.json, j);
-  if (!o.junit.empty()) write_text_file(o.junit, junit, "--junit");
-  if (!o.report.empty()) write_text_file(o.report, page_html, "--report");
+  OutputSet outputs;
+  outputs.add_json(o.json, j);
+  outputs.add("--junit", o.junit, junit);
+  outputs.add("--report", o.report, std::move(page_html));
+  outputs.commit();
   return c.exit_code();
 }
 

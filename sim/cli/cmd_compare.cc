@@ -108,8 +108,10 @@ int run_compare(const CompareOptions& o) {
     page.preformatted(text.str());
     page_html = page.render();
   }
-  if (!o.json.empty()) write_json(o.json, j);
-  if (!o.report.empty()) write_text_file(o.report, page_html, "--report");
+  OutputSet outputs;
+  outputs.add_json(o.json, j);
+  outputs.add("--report", o.report, std::move(page_html));
+  outputs.commit();
   return best >= 0 ? 0 : 1;
 }
 

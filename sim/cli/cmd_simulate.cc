@@ -67,9 +67,11 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
     add_simulation_section(page, spec, b, r);
     page_html = page.render();
   }
-  if (!json.empty()) write_json(json, j);
-  if (!plot_file.empty()) write_text_file(plot_file, chart, "--plot");
-  if (!report.empty()) write_text_file(report, page_html, "--report");
+  OutputSet outputs;
+  outputs.add_json(json, j);
+  outputs.add("--plot", plot_file, std::move(chart));
+  outputs.add("--report", report, std::move(page_html));
+  outputs.commit();
   return 0;
 }
 

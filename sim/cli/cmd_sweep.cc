@@ -24,7 +24,7 @@ void add_outputs(CLI::App* cmd, SweepOutputs& o) {
   cmd->add_option("--report", o.report, "write the results as a self-contained HTML page FILE.html");
 }
 
-// Prints a short table (unless JSON goes to stdout) and writes the files asked for.
+// Prints a short table (unless JSON goes to stdout) and writes the files asked for, all or none.
 void emit(const nlohmann::json& doc, const SweepOutputs& o) {
   if (o.json != "-") {
     TextTable t({"#", "model", "card", "tp", "weights", "load", "seed", "status", "TTFT p95",
@@ -45,10 +45,11 @@ void emit(const nlohmann::json& doc, const SweepOutputs& o) {
               << (doc.contains("shard") ? " (shard " + doc["shard"].get<std::string>() + ")" : "") << "\n";
     t.print(std::cout);
   }
-  if (o.json == "-") std::cout << doc.dump(2) << "\n";
-  else if (!o.json.empty()) write_json(o.json, doc);
-  if (!o.csv.empty()) write_text_file(o.csv, plan::sweep_csv(doc), "--csv");
-  if (!o.report.empty()) plan::write_sweep_report(doc, o.report);
+  OutputSet outputs;
+  outputs.add_json(o.json, doc);
+  if (!o.csv.empty()) outputs.add("--csv", o.csv, plan::sweep_csv(doc));
+  if (!o.report.empty()) outputs.add("--report", o.report, plan::sweep_report_html(doc));
+  outputs.commit();
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "sim/core/run_limits.h"
+#include "sim/report/json_output.h"
 
 namespace capsim::cli {
 
@@ -87,6 +89,34 @@ void add_allow_large(CLI::App& app) {
                         "(1000) and cards (8192) one run may ask for")
       ->trigger_on_parse();
   for (CLI::App* sub : app.get_subcommands({})) add_allow_large(*sub);
+}
+
+namespace {
+
+// The flags that name a file a command writes: one list for every command, so that a new
+// command's --json is checked as the others' are.
+constexpr const char* kOutputFlags[] = {"json", "csv", "report", "plot", "junit", "out"};
+
+void collect_outputs(const CLI::App& cmd, std::vector<OutputRequest>& outputs) {
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->count() == 0) continue;
+    for (const char* name : kOutputFlags) {
+      if (opt->check_lname(name)) outputs.push_back({std::string("--") + name, opt->as<std::string>()});
+    }
+  }
+  for (const CLI::App* sub : cmd.get_subcommands()) collect_outputs(*sub, outputs);  // the parsed ones
+}
+
+}  // namespace
+
+void add_output_checks(CLI::App& app) {
+  // The root's parse-complete callback runs after every option is parsed and validated and
+  // before the subcommands' callbacks, which do the commands' work inside parse().
+  app.parse_complete_callback([&app] {
+    std::vector<OutputRequest> outputs;
+    collect_outputs(app, outputs);
+    check_outputs(outputs);
+  });
 }
 
 int report_error(const std::exception& e) {

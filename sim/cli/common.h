@@ -46,6 +46,13 @@ void refuse_non_finite(CLI::App& app);
 // subcommand.
 void add_allow_large(CLI::App& app);
 
+// Checks, once the command line is parsed and before any command's callback runs (its work),
+// every output file the command line names (--json, --csv, --report, --plot, --junit, --out, on
+// the command and the commands above it): writable, not a directory, no two the same file
+// (check_outputs, sim/report/json_output.h). A bad one throws Error naming the flag: exit 2 with
+// nothing run and nothing written.
+void add_output_checks(CLI::App& app);
+
 // Prints "capsim: error: <message>" and returns the exit code for bad input (2).
 int report_error(const std::exception& e);
 

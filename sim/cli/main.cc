@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   }
   refuse_non_finite(app);
   add_allow_large(app);
+  add_output_checks(app);
   app.footer("run `capsim <command> --help` for a command's flags and examples");
   try {
     app.parse(argc, argv);

@@ -432,7 +432,7 @@ std::string sweep_csv(const nlohmann::json& doc) {
   return out;
 }
 
-void write_sweep_report(const nlohmann::json& doc, const std::string& path) {
+std::string sweep_report_html(const nlohmann::json& doc) {
   HtmlReport page("capsim sweep: " + doc.at("sweep").get<std::string>());
   page.heading("Sweep " + doc.at("sweep").get<std::string>(), 1);
   page.paragraph(std::to_string(doc.at("results").size()) + " runs; grid " + doc.at("grid").dump());
@@ -450,7 +450,7 @@ void write_sweep_report(const nlohmann::json& doc, const std::string& path) {
     classes.push_back(r.value("status", "") != "ok" || slo == "FAIL" ? "fail" : slo == "PASS" ? "pass" : "");
   }
   page.table(header, rows, classes);
-  page.write(path);
+  return page.render();
 }
 
 }  // namespace capsim::plan

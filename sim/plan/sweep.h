@@ -59,6 +59,6 @@ nlohmann::json merge_sweeps(const std::vector<std::pair<std::string, nlohmann::j
 // The results as CSV (one header line, one line per run; docs/scale.md lists the columns) and as
 // a self-contained HTML page with the same table.
 std::string sweep_csv(const nlohmann::json& doc);
-void write_sweep_report(const nlohmann::json& doc, const std::string& path);
+std::string sweep_report_html(const nlohmann::json& doc);
 
 }  // namespace capsim::plan
