@@ -10,7 +10,12 @@
 // (capsim-calibrate's own kernels), kernel launch and CUDA-graph replay overhead, and NCCL
 // all-reduce across the visible GPUs. Self-checks compare the GEMMs and attention kernels with
 // naive reference kernels first.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -361,16 +366,31 @@ int main(int argc, char** argv) {
     for (const auto& n : note_list) notes.push_back(n);
     profile["notes"] = notes;
 
-    const std::string tmp = out_path + ".partial";
-    {
-      std::ofstream out(tmp);
-      if (!out) {
-        std::cerr << "capsim-calibrate: --out: cannot write " << out_path << "\n";
-        return 2;
-      }
-      out << profile.dump(1) << "\n";
+    // Written beside the target under a name of its own, created exclusively and never through
+    // a link (a planted OUT.partial -> victim must not be written), then renamed into place.
+    const std::string text = profile.dump(1) + "\n";
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+      tmp = out_path + "." + std::to_string(::getpid()) + "-" + std::to_string(attempt) + ".partial";
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd < 0 && errno != EEXIST) break;
     }
-    std::filesystem::rename(tmp, out_path);
+    bool written = fd >= 0;
+    for (std::size_t done = 0; written && done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) written = false; else done += static_cast<std::size_t>(n);
+    }
+    if (fd >= 0 && ::close(fd) != 0) written = false;
+    std::error_code renamed;
+    if (written) std::filesystem::rename(tmp, out_path, renamed);
+    if (!written || renamed) {
+      if (fd >= 0) ::unlink(tmp.c_str());
+      std::cerr << "capsim-calibrate: --out: cannot write " << out_path << ": "
+                << (renamed ? renamed.message() : std::string(std::strerror(errno))) << "\n";
+      return 2;
+    }
     std::printf("\nwrote %s (%.0f s)\n", out_path.c_str(), prov["duration_s"].get<double>());
     for (const auto& n : note_list) std::printf("  note: %s\n", n.c_str());
     std::printf("next: capsim calibrate fit %s --card <card>   (capsim list cards)\n", out_path.c_str());
