@@ -58,6 +58,8 @@ void progress_bar(ProgressLine& line, std::size_t done, std::size_t total, const
 
 // plan --pd-search: the prefill:decode ratio of a disaggregated deployment.
 int run_pd_plan(PlanOptions& o) {
+  // The P/D search has no report page yet: refused rather than silently not written.
+  if (!o.report.empty()) throw Error("--report: not available with --pd-search (its answer is the text table and --json)");
   scenario::PdPlanRequest req;
   req.base = o.flags.resolve(o.scenario);
   req.total_cards = o.pd_total;

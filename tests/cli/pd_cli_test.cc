@@ -62,3 +62,10 @@ TEST_CASE("pd cli: bad pools and links exit 2 naming the flag", "[pd]") {
   CHECK(r.status == 2);
   CHECK(has(r.err, "--serving: compare runs aggregated deployments"));
 }
+
+TEST_CASE("pd cli: plan --pd-search --report is refused, not silently left unwritten", "[pd]") {
+  // On 64e18c4 the search ran and exited 0 without writing the page it was asked for.
+  const auto r = run_capsim("plan --pd-search --model llama-3.1-8b --rate 1 --requests 5 --report /tmp/capsim-pd-report.html -q");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--report: not available with --pd-search"));
+}
