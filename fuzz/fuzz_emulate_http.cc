@@ -5,28 +5,17 @@
 // FastAPI's {"detail": ...}); a client's input never earns a 5xx or an exception.
 #include <boost/beast/http.hpp>
 
+#include "fuzz/fuzz_http_support.h"
 #include "fuzz/fuzz_support.h"
 #include "sim/core/rng.h"
 #include "sim/emulate/request_path.h"
 #include "sim/workload/distributions.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace http = boost::beast::http;
   namespace emulate = capsim::emulate;
-  http::request_parser<http::string_body> parser;
-  parser.header_limit(16 * 1024);
-  parser.body_limit(std::size_t{4} << 20);
-  parser.eager(true);
-  boost::beast::error_code ec;
-  std::size_t used = 0;
-  while (used < size && !parser.is_done()) {
-    const std::size_t n = parser.put(boost::asio::buffer(data + used, size - used), ec);
-    if (ec || n == 0) break;
-    used += n;
-  }
-  if (!ec && !parser.is_done() && parser.got_some()) parser.put_eof(ec);
-  if (ec || !parser.is_done()) return 0;  // the emulator answers 400 and closes
-  const auto& req = parser.get();
+  const auto parsed = capsim::fuzz::parse_http_request(data, size, std::size_t{4} << 20);
+  if (!parsed) return 0;  // Beast refused it: the server answers 400 and closes
+  const auto& req = *parsed;
   const auto check = [](const emulate::Reply& r) {
     const nlohmann::json j = nlohmann::json::parse(r.body);  // throws (a finding) when not JSON
     const bool shaped = j.is_object() && (j.contains("detail") || (j.contains("error") && j["error"].value("code", 0) == r.status));

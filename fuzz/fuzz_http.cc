@@ -6,29 +6,17 @@
 // UTF-8 made the error body throw and the server exit), and a client's input never earns a 5xx.
 #include <boost/beast/http.hpp>
 
+#include "fuzz/fuzz_http_support.h"
 #include "fuzz/fuzz_support.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/server/request_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace http = boost::beast::http;
   static const bool once = (capsim::scenario::set_data_dir(CAPSIM_DATA_DIR), true);
   (void)once;
-  http::request_parser<http::string_body> parser;
-  parser.header_limit(16 * 1024);
-  parser.body_limit(std::size_t{1} << 20);
-  parser.eager(true);
-  boost::beast::error_code ec;
-  std::size_t used = 0;
-  while (used < size && !parser.is_done()) {
-    const std::size_t n = parser.put(boost::asio::buffer(data + used, size - used), ec);
-    if (ec || n == 0) break;
-    used += n;
-  }
-  // End of input: a body delimited by the connection closing ends here (Beast requires bytes first).
-  if (!ec && !parser.is_done() && parser.got_some()) parser.put_eof(ec);
-  if (ec || !parser.is_done()) return 0;  // Beast refused it: the server answers 400 and closes
-  const auto& req = parser.get();
+  const auto parsed = capsim::fuzz::parse_http_request(data, size, std::size_t{1} << 20);
+  if (!parsed) return 0;  // Beast refused it: the server answers 400 and closes
+  const auto& req = *parsed;
   // The GET answers are the catalogue listings; a placeholder keeps each run short.
   static const std::string listing = "{}\n";
   const auto check_answer = [](const capsim::server::Answer& a) {

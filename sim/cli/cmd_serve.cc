@@ -4,7 +4,6 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
-#include "sim/core/error.h"
 #include "sim/http/request_guard.h"
 #include "sim/server/server.h"
 
@@ -23,11 +22,7 @@ int run_serve(ServeOptions o) {
   if (s.guard.auth_token.empty()) {
     if (const char* token = std::getenv("CAPSIM_TOKEN")) s.guard.auth_token = token;
   }
-  for (std::string& h : s.guard.allowed_hosts) {
-    const std::string name = http::host_name(h);
-    if (name.empty()) throw Error("--allowed-host: '" + h + "' is not a host name (e.g. planner.example.com)");
-    h = name;
-  }
+  http::normalize_allowed_hosts(s.guard.allowed_hosts, "--allowed-host");
   s.guard.allowed_host_flag = "capsim serve --allowed-host";
   s.guard.auth_token_flag = "capsim serve --auth-token or $CAPSIM_TOKEN";
   server::Server srv(s);

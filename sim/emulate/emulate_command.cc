@@ -4,7 +4,6 @@
 #include <memory>
 
 #include "sim/cli/scenario_flags.h"
-#include "sim/core/error.h"
 #include "sim/emulate/emulate.h"
 #include "sim/emulate/server.h"
 #include "sim/http/request_guard.h"
@@ -71,11 +70,7 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
     if (opts.guard.auth_token.empty()) {
       if (const char* key = std::getenv("VLLM_API_KEY")) opts.guard.auth_token = key;
     }
-    for (std::string& h : opts.guard.allowed_hosts) {
-      const std::string name = http::host_name(h);
-      if (name.empty()) throw Error("--allowed-host: '" + h + "' is not a host name (e.g. emulator.example.com)");
-      h = name;
-    }
+    http::normalize_allowed_hosts(opts.guard.allowed_hosts, "--allowed-host");
     opts.guard.allowed_host_flag = "capsim emulate --allowed-host";
     opts.guard.auth_token_flag = "capsim emulate --api-key or $VLLM_API_KEY";
     opts.served_model = o->served_model.empty() ? spec.deployment.model : o->served_model;

@@ -5,12 +5,6 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 
-std::optional<std::string_view> header(const HttpRequest& req, bhttp::field f) {
-  const auto it = req.find(f);
-  if (it == req.end()) return std::nullopt;
-  return std::string_view(it->value().data(), it->value().size());
-}
-
 const char* type_of(int status) {
   switch (status) {
     case 401: return "AuthenticationError";
@@ -51,10 +45,7 @@ Front emulate_front(const HttpRequest& req, const http::GuardPolicy& policy) noe
     } else {
       known = false;
     }
-    const std::string_view method(req.method_string().data(), req.method_string().size());
-    const http::RequestHeaders h{method, req.version(), header(req, bhttp::field::host), header(req, bhttp::field::origin),
-                                 header(req, bhttp::field::content_type), header(req, bhttp::field::authorization)};
-    if (auto refusal = http::guard_request(h, policy, known && method_ok ? needs : http::Needs::kNothing)) {
+    if (auto refusal = http::guard_request(http::headers_of(req), policy, known && method_ok ? needs : http::Needs::kNothing)) {
       out.refusal = error_reply(ApiError{refusal->status, type_of(refusal->status), refusal->message, std::nullopt});
     } else if (!known) {
       out.refusal = Reply{404, "application/json", R"({"detail":"Not Found"})"};  // FastAPI's words, as vLLM's

@@ -4,6 +4,8 @@
 #include <boost/asio/ip/address.hpp>
 #include <cctype>
 
+#include "sim/core/error.h"
+
 namespace capsim::http {
 namespace {
 
@@ -44,6 +46,31 @@ std::string quoted(std::string_view v) {
 }
 
 }  // namespace
+
+RequestHeaders headers_of(const boost::beast::http::request_header<>& req) {
+  namespace bhttp = boost::beast::http;
+  const auto header = [&](bhttp::field f) -> std::optional<std::string_view> {
+    const auto it = req.find(f);
+    if (it == req.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
+  };
+  RequestHeaders h;
+  h.method = std::string_view(req.method_string().data(), req.method_string().size());
+  h.version = req.version();
+  h.host = header(bhttp::field::host);
+  h.origin = header(bhttp::field::origin);
+  h.content_type = header(bhttp::field::content_type);
+  h.authorization = header(bhttp::field::authorization);
+  return h;
+}
+
+void normalize_allowed_hosts(std::vector<std::string>& hosts, const std::string& flag) {
+  for (std::string& h : hosts) {
+    const std::string name = host_name(h);
+    if (name.empty()) throw Error(flag + ": '" + h + "' is not a host name (e.g. planner.example.com)");
+    h = name;
+  }
+}
 
 std::string host_name(std::string_view authority) {
   authority = trim(authority);

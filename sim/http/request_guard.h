@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/beast/http/message.hpp>
 #include <nlohmann/json.hpp>
 
 namespace capsim::http {
@@ -37,6 +38,9 @@ struct RequestHeaders {
   std::optional<std::string_view> host, origin, content_type, authorization;
 };
 
+// The guard's headers of a parsed request (views into it: it must outlive them).
+RequestHeaders headers_of(const boost::beast::http::request_header<>& req);
+
 struct Refusal {
   int status = 400;
   std::string message;
@@ -45,6 +49,10 @@ struct Refusal {
 enum class Needs { kNothing = 0, kJsonBody = 1, kToken = 2, kJsonBodyAndToken = 3 };
 
 std::optional<Refusal> guard_request(const RequestHeaders& h, const GuardPolicy& policy, Needs needs);
+
+// Normalises the names given with `flag` (--allowed-host) to what guard_request compares:
+// lower case, without a port. Throws capsim::Error naming the flag for one that is no host name.
+void normalize_allowed_hosts(std::vector<std::string>& hosts, const std::string& flag);
 
 // The host part of a Host header or Origin authority ("[::1]:8080" -> "::1", "a.b:80" -> "a.b"),
 // lower-case; empty when malformed.

@@ -5,14 +5,6 @@
 namespace capsim::server {
 namespace {
 
-namespace bhttp = boost::beast::http;
-
-std::optional<std::string_view> header(const HttpRequest& req, bhttp::field f) {
-  const auto it = req.find(f);
-  if (it == req.end()) return std::nullopt;
-  return std::string_view(it->value().data(), it->value().size());
-}
-
 // Liveness and the page's static files are open to anyone who reaches the server; the API needs
 // the token when one is set.
 http::Needs needs_of(Endpoint e) {
@@ -45,18 +37,14 @@ Front front_of(const HttpRequest& req, const http::GuardPolicy& policy, const Ge
     } catch (const HttpError& x) {
       // Unknown paths are answered 404 only to requests the guard lets through, so that a page
       // elsewhere learns nothing of the server, not even which paths it has.
-      const http::RequestHeaders h{method, req.version(), header(req, bhttp::field::host),
-                                   header(req, bhttp::field::origin), std::nullopt, std::nullopt};
-      if (auto refusal = http::guard_request(h, policy, http::Needs::kNothing)) {
+      if (auto refusal = http::guard_request(http::headers_of(req), policy, http::Needs::kNothing)) {
         out.answer = error_answer(refusal->status, refusal->message);
       } else {
         out.answer = error_answer(x.status(), x.what());
       }
       return out;
     }
-    const http::RequestHeaders h{method, req.version(), header(req, bhttp::field::host), header(req, bhttp::field::origin),
-                                 header(req, bhttp::field::content_type), header(req, bhttp::field::authorization)};
-    if (auto refusal = http::guard_request(h, policy, needs_of(e))) {
+    if (auto refusal = http::guard_request(http::headers_of(req), policy, needs_of(e))) {
       out.answer = error_answer(refusal->status, refusal->message);
       return out;
     }

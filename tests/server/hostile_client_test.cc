@@ -16,6 +16,7 @@
 
 #include "sim/server/request_path.h"
 #include "sim/server/server.h"
+#include "tests/server/running_server.h"
 
 namespace {
 
@@ -26,24 +27,7 @@ using tcp = asio::ip::tcp;
 using capsim::server::Server;
 using capsim::server::ServerOptions;
 
-class Running {
- public:
-  explicit Running(ServerOptions o) {
-    o.bind = "127.0.0.1";
-    o.port = 0;
-    server_ = std::make_unique<Server>(o);
-    thread_ = std::thread([this] { server_->run(false); });
-  }
-  ~Running() {
-    server_->stop();
-    thread_.join();
-  }
-  unsigned short port() const { return server_->port(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-};
+using Running = capsim_test::RunningServer;
 
 asio::io_context& client_io() {
   static asio::io_context ioc;

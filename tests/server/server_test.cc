@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "sim/server/server.h"
+#include "tests/server/running_server.h"
 
 #if !defined(CAPSIM_BINARY) || !defined(CAPSIM_DATA_DIR)
 #error "CAPSIM_BINARY and CAPSIM_DATA_DIR must name the built capsim and the source tree (the build defines them)"
@@ -31,25 +32,7 @@ using tcp = asio::ip::tcp;
 using capsim::server::Server;
 using capsim::server::ServerOptions;
 
-// A server on 127.0.0.1 and a free port, serving on its own thread for the test's lifetime.
-class Running {
- public:
-  explicit Running(ServerOptions o) {
-    o.bind = "127.0.0.1";
-    o.port = 0;
-    server_ = std::make_unique<Server>(o);
-    thread_ = std::thread([this] { server_->run(false); });
-  }
-  ~Running() {
-    server_->stop();
-    thread_.join();
-  }
-  unsigned short port() const { return server_->port(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::thread thread_;
-};
+using Running = capsim_test::RunningServer;
 
 struct Reply {
   int status = 0;
