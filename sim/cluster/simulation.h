@@ -149,4 +149,14 @@ struct SimulationResult {
 // REQUIRES: every deployment validated. Throws capsim::Error when a deployment does not fit.
 SimulationResult simulate(const SimulationConfig& config, Workload& workload);
 
+// The memory the KV caches' bookkeeping of `config` takes once full, over every replica of every
+// pool (KvBlockManager::bookkeeping_bytes, CpuKvTier::bookkeeping_bytes), checked against
+// RunLimit::kKvBookkeepingBytes from the deployments alone: simulate() checks it before building
+// any replica, a front end may check earlier to name its own field. The message names
+// `offloading_where` (--kv-offloading-size, or a scenario's file and field) when the CPU tier is
+// the larger part, else the cluster's replicas. A block count past the 32-bit block ids is
+// refused even with the limits lifted. Throws capsim::Error.
+void check_kv_bookkeeping(const SimulationConfig& config,
+                          const std::string& offloading_where = "--kv-offloading-size");
+
 }  // namespace capsim

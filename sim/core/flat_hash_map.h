@@ -56,6 +56,13 @@ class FlatHashMap {
   void reserve(std::size_t expected) {
     if (expected * 2 > keys_.size()) rehash(expected * 2);
   }
+  // The bytes of the table's arrays after reserve(expected) (or constructing it for `expected`),
+  // for a memory estimate made before building one.
+  static double bytes_reserved_for(double expected) {
+    double slots = 16;
+    while (slots < expected * 2) slots *= 2;
+    return slots * static_cast<double>(sizeof(std::uint64_t) + sizeof(std::int32_t));
+  }
 
  private:
   // Where `key` is, or the empty slot ending its probe run.

@@ -1,7 +1,11 @@
 #include "sim/engine/cpu_kv_tier.h"
 
+#include <algorithm>
 #include <cassert>
+#include <limits>
+#include <string>
 
+#include "sim/core/error.h"
 #include "sim/core/invariant.h"
 
 namespace capsim {
@@ -10,14 +14,39 @@ namespace {
 constexpr std::int8_t kFree = 0, kPending = 1, kReady = 2;
 }  // namespace
 
-CpuKvTier::CpuKvTier(std::int64_t capacity_blocks)
-    : hash_(static_cast<std::size_t>(capacity_blocks), 0),
-      state_(static_cast<std::size_t>(capacity_blocks), kFree),
-      prev_(static_cast<std::size_t>(capacity_blocks), -1),
-      next_(static_cast<std::size_t>(capacity_blocks), -1),
-      slot_of_(static_cast<std::size_t>(2 * capacity_blocks + 16)) {
-  free_.reserve(static_cast<std::size_t>(capacity_blocks));
-  for (std::int64_t b = capacity_blocks - 1; b >= 0; --b) free_.push_back(static_cast<std::int32_t>(b));
+CpuKvTier::CpuKvTier(std::int64_t capacity_blocks) : capacity_(capacity_blocks) {
+  if (capacity_blocks < 0 || capacity_blocks > std::numeric_limits<std::int32_t>::max()) {
+    throw Error("CPU KV tier: " + std::to_string(capacity_blocks) + " blocks; its slot ids hold at most " +
+                std::to_string(std::numeric_limits<std::int32_t>::max()));
+  }
+}
+
+double CpuKvTier::bookkeeping_bytes(std::int64_t capacity_blocks) {
+  const double n = static_cast<double>(capacity_blocks);
+  constexpr double kPerSlot = sizeof(std::uint64_t) + sizeof(std::int8_t) + 3 * sizeof(std::int32_t);
+  return n * kPerSlot + FlatHashMap::bytes_reserved_for(2 * n);  // store() keeps slot_of_ reserved for 2 x used
+}
+
+std::int32_t CpuKvTier::take_slot() {
+  if (!free_.empty()) {
+    const std::int32_t b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  const std::size_t made = hash_.size();
+  if (made == hash_.capacity()) {  // doubling, never past the capacity
+    const auto room = static_cast<std::size_t>(
+        std::min<std::int64_t>(capacity_, std::max<std::int64_t>(1024, 2 * static_cast<std::int64_t>(made))));
+    hash_.reserve(room);
+    state_.reserve(room);
+    prev_.reserve(room);
+    next_.reserve(room);
+  }
+  hash_.push_back(0);
+  state_.push_back(kFree);
+  prev_.push_back(-1);
+  next_.push_back(-1);
+  return static_cast<std::int32_t>(made);
 }
 
 void CpuKvTier::push_mru(std::int32_t b) {
@@ -63,11 +92,13 @@ bool CpuKvTier::store(const std::uint64_t* hashes, std::int64_t n, std::vector<s
   }
   const auto fresh = static_cast<std::int64_t>(to_store.size());
   if (fresh == 0) return true;
-  const std::int64_t free = static_cast<std::int64_t>(free_.size());
+  const std::int64_t free = static_cast<std::int64_t>(free_.size()) + unmade();
   if (fresh > free + ready_count_) {
     refused_ += fresh;
     return false;
   }
+  // At most a quarter full, as a table sized for the whole tier up front was.
+  slot_of_.reserve(static_cast<std::size_t>(2 * std::min(used_ + fresh, capacity_)));
   for (std::int64_t k = fresh - free; k > 0; --k) {  // evict the least recently used ready blocks
     const std::int32_t b = head_;
     unlink(b);
@@ -80,8 +111,7 @@ bool CpuKvTier::store(const std::uint64_t* hashes, std::int64_t n, std::vector<s
     ++evictions_;
   }
   for (const std::uint64_t h : to_store) {
-    const std::int32_t b = free_.back();
-    free_.pop_back();
+    const std::int32_t b = take_slot();
     hash_[b] = h;
     state_[b] = kPending;
     slot_of_.insert(h, b);
@@ -116,7 +146,8 @@ bool CpuKvTier::consistent() const {
     if (state_[b] != kReady || prev_[b] != prev || ++listed > capacity()) return false;
   }
   return prev == tail_ && listed == ready && ready == ready_count_ && pending + ready == used_ &&
-         static_cast<std::int64_t>(free_.size()) + used_ == capacity() &&
+         static_cast<std::int64_t>(free_.size()) + used_ == static_cast<std::int64_t>(hash_.size()) &&
+         static_cast<std::int64_t>(hash_.size()) <= capacity() &&
          static_cast<std::int64_t>(slot_of_.size()) == used_;
 }
 

@@ -16,6 +16,11 @@
 // used ready blocks; when fewer are evictable the store is refused whole and changes nothing
 // (prepare_store returns None; the connector retries with the request's next blocks). Not
 // thread-safe.
+//
+// Memory: slots are made as blocks are stored, so a tier of 1e5 GiB costs nothing until it is
+// used (it grows to bookkeeping_bytes(capacity) when full). A slot freed by eviction is reused
+// before a new one is made, the most recently freed first: the slot order, and so every result,
+// is that of a tier whose slots were all made up front.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +32,14 @@ namespace capsim {
 
 class CpuKvTier {
  public:
+  // Throws capsim::Error when `capacity_blocks` is past the 32-bit slot ids.
   explicit CpuKvTier(std::int64_t capacity_blocks);
+  // The bytes the slots and the hash table take with every one of `capacity_blocks` in use: what
+  // a run's memory check (RunLimit::kKvBookkeepingBytes) counts for a replica's tier up front.
+  static double bookkeeping_bytes(std::int64_t capacity_blocks);
 
-  std::int64_t capacity() const { return static_cast<std::int64_t>(hash_.size()); }
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t slots_made() const { return static_cast<std::int64_t>(hash_.size()); }  // <= capacity()
   std::int64_t used() const { return used_; }   // pending + ready
   std::int64_t ready() const { return ready_count_; }
 
@@ -55,11 +65,16 @@ class CpuKvTier {
  private:
   void push_mru(std::int32_t b);
   void unlink(std::int32_t b);
+  // A free slot: the most recently freed one, else a new one. REQUIRES: a slot is free.
+  std::int32_t take_slot();
+  // Slots not made yet (all free).
+  std::int64_t unmade() const { return capacity_ - static_cast<std::int64_t>(hash_.size()); }
 
-  std::vector<std::uint64_t> hash_;  // 0 = free slot
+  std::int64_t capacity_;
+  std::vector<std::uint64_t> hash_;  // per slot made so far; 0 = free slot
   std::vector<std::int8_t> state_;   // 0 free, 1 pending, 2 ready
   std::vector<std::int32_t> prev_, next_;  // LRU list of ready blocks, head = least recent
-  std::vector<std::int32_t> free_;   // free slots
+  std::vector<std::int32_t> free_;   // freed slots (made, then evicted), the last freed at the back
   std::int32_t head_ = -1, tail_ = -1;
   std::int64_t used_ = 0, ready_count_ = 0;
   std::int64_t stored_ = 0, evictions_ = 0, refused_ = 0;

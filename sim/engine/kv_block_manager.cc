@@ -19,6 +19,15 @@ KvBlockManager::KvBlockManager(std::int64_t num_blocks, bool prefix_caching)
   for (std::int32_t b = 0; b < static_cast<std::int32_t>(num_blocks); ++b) push_free_tail(b);
 }
 
+double KvBlockManager::bookkeeping_bytes(std::int64_t num_blocks, bool prefix_caching) {
+  const double n = static_cast<double>(num_blocks);
+  double ring = 2;
+  while (ring < 2 * n) ring *= 2;  // as ring_: bit_ceil(max(2n, 2))
+  // cached_ starts at 16 keys and is reserved for 2n at the first publication (register_block).
+  return n * static_cast<double>(sizeof(Block)) + ring * static_cast<double>(sizeof(std::int32_t)) +
+         FlatHashMap::bytes_reserved_for(prefix_caching ? 2 * n : 16);
+}
+
 void KvBlockManager::compact() {
   // In order, towards the head: the write position never passes the read position.
   std::uint64_t w = head_;

@@ -18,6 +18,10 @@ namespace capsim {
 class KvBlockManager {
  public:
   KvBlockManager(std::int64_t num_blocks, bool prefix_caching);
+  // The bytes the block records, the free queue and (with prefix caching) the hash table take for
+  // `num_blocks` once every block has been published: what a run's memory check
+  // (RunLimit::kKvBookkeepingBytes) counts for a replica before building it.
+  static double bookkeeping_bytes(std::int64_t num_blocks, bool prefix_caching);
 
   std::int64_t num_blocks() const { return static_cast<std::int64_t>(blocks_.size()); }
   std::int64_t free_blocks() const { return free_count_; }

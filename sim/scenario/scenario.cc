@@ -646,6 +646,9 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   }
   c.router = s.router;
   c.policy = s.policy;
+  // The memory the deployments imply, refused here to name the scenario's field (simulate
+  // checks it again for every front end).
+  check_kv_bookkeeping(c, s.where("--kv-offloading-size"));
   c.cancel = s.cancel;
   c.bounded_memory = s.bounded_memory;
   c.warmup = checked::sim_time(units::parse_time(s.warmup, s.where("--warmup")), s.where("--warmup"));

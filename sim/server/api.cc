@@ -1,10 +1,12 @@
 #include "sim/server/api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -14,6 +16,7 @@
 #include "sim/core/input_limits.h"
 #include "sim/core/units.h"
 #include "sim/http/request_guard.h"
+#include "sim/llm/speculative.h"
 #include "sim/plan/search.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
@@ -68,13 +71,6 @@ nlohmann::json parse_body(std::string_view body) {
   return j;
 }
 
-// The server reads no file a request names (a client on the network must not make it open files).
-bool path_like(const std::string& s) {
-  return s.find('/') != std::string::npos || s.find('\\') != std::string::npos ||
-         s.rfind('.', 0) == 0 || s.find(".yaml") != std::string::npos || s.find(".yml") != std::string::npos ||
-         s.find(".json") != std::string::npos;
-}
-
 // A pasted config.json ("model_config": {...}), written to a private temporary folder for the
 // model catalogue to read, removed when the last job holding it ends.
 class PastedModel {
@@ -99,27 +95,105 @@ class PastedModel {
   std::string dir_, path_;
 };
 
-void refuse_files(const ScenarioSpec& s, const std::string& pasted_model = "") {
-  if (s.trace) throw HttpError(400, "workload.trace: the server reads no trace files; send a synthetic workload (users, concurrency or rate)");
-  const std::string& m = s.deployment.model;
-  if (m != pasted_model && !scenario::models().entry(m)) {
-    // Only names: a path or an unknown Hugging Face id would make the catalogue look on disk.
-    std::string names;
-    for (const auto& e : scenario::models().entries()) names += (names.empty() ? "" : ", ") + e.name;
-    throw HttpError(400, "model: '" + m + "' is not in the catalogue; accepted (GET /v1/models): " + names);
-  }
-  const auto name_only = [](const std::string& v, const std::string& field) {
-    if (path_like(v)) throw HttpError(400, field + ": '" + v + "': the server takes catalogue names only, not file paths");
-  };
-  name_only(s.deployment.card, "deployment.card");
-  name_only(s.deployment.engine, "engine");
-  for (const auto& g : s.extra_groups) name_only(g.card, "deployment.card");
-  for (const auto* d : {&s.input_tokens, &s.output_tokens}) {
-    if (d->rfind("empirical", 0) == 0) {
-      throw HttpError(400, "workload: empirical distributions read a file; the server takes fixed, uniform, normal, "
-                           "lognormal, exponential and geometric ones");
+// The server opens no file a request names (a client on the network must not make it open, stat
+// or read the server's files, nor block its I/O thread on a FIFO): every name a request gives
+// resolves only in the catalogues loaded at start (GET /v1/cards, /v1/models, /v1/engines).
+// Their lookups also take paths (a card or engine .yaml, a config.json or its folder), so a name
+// is matched against the catalogue's names and aliases here, before anything resolves it; a
+// refusal quotes the request's own text and where accepted names come from, never a file.
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+void catalogue_card(const std::string& name, const std::string& field) {
+  const std::string key = lower(name);
+  for (const Card& c : scenario::cards().cards()) {
+    if (lower(c.name) == key) return;
+    for (const auto& a : c.aliases) {
+      if (lower(a) == key) return;
     }
   }
+  throw HttpError(400, field + ": '" + name + "' is not a card of the catalogue (the server takes catalogue names "
+                       "only, not file paths); accepted (GET /v1/cards): " + joined(scenario::cards().names()));
+}
+
+void catalogue_model(const std::string& name, const std::string& field) {
+  if (scenario::models().entry(name)) return;
+  std::vector<std::string> names;
+  for (const auto& e : scenario::models().entries()) names.push_back(e.name);
+  throw HttpError(400, field + ": '" + name + "' is not in the catalogue (the server takes catalogue names or their "
+                       "Hugging Face ids, not file paths); accepted (GET /v1/models): " + joined(names));
+}
+
+void catalogue_engine(const std::string& name, const std::string& field) {
+  const std::vector<std::string> names = scenario::engines().names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  throw HttpError(400, field + ": '" + name + "' is not an engine of the catalogue (the server takes catalogue "
+                       "names only, not file paths); accepted (GET /v1/engines): " + joined(names));
+}
+
+// Distribution::parse reads a CSV for empirical:FILE:COLUMN; the other kinds are numbers.
+void refuse_empirical(const std::string& text, const std::string& field) {
+  if (text.substr(0, text.find(':')) == "empirical") {
+    throw HttpError(400, field + ": empirical distributions read a file; the server takes fixed, uniform, normal, "
+                             "lognormal, exponential and geometric ones");
+  }
+}
+
+// The speculative section's draft model (method draft_model) is a model the deployment loads; the
+// other methods' `model` names a checkpoint capsim never opens.
+void refuse_draft_file(const ScenarioSpec& s, const std::string& field) {
+  if (!s.deployment.speculative_config) return;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*s.deployment.speculative_config);
+  } catch (const nlohmann::json::exception&) {
+    return;  // not from a body (apply_scenario_yaml writes valid JSON); resolve refuses it
+  }
+  if (!j.is_object() || !j.contains("method") || !j["method"].is_string() || !j.contains("model") ||
+      !j["model"].is_string()) {
+    return;
+  }
+  try {
+    const SpeculativeMethod& m = find_speculative_method(j["method"].get<std::string>(), "speculative.method");
+    if (m.proposer != Proposer::kDraftModel) return;
+  } catch (const Error&) {
+    return;  // an unknown method is refused by resolve, before any model is looked up
+  }
+  catalogue_model(j["model"].get<std::string>(), field);
+}
+
+// Every name and file-naming field of a scenario read from a body. Fields are named as the body
+// has them (s.origin), else `prefix` + the field ("assertions[0]." in a check body).
+void refuse_files(const ScenarioSpec& s, const std::string& pasted_model = "", const std::string& prefix = "") {
+  const auto field = [&](const char* flag, const char* name) {
+    const auto it = s.origin.find(flag);
+    return it != s.origin.end() ? it->second : prefix + name;
+  };
+  if (s.trace) {
+    throw HttpError(400, prefix + "workload.trace: the server reads no trace files; send a synthetic workload "
+                                  "(users, concurrency or rate)");
+  }
+  if (s.deployment.model != pasted_model) catalogue_model(s.deployment.model, field("--model", "model"));
+  refuse_draft_file(s, prefix + "speculative.model");
+  catalogue_card(s.deployment.card, field("--card", "deployment.card"));
+  for (const auto& g : s.extra_groups) catalogue_card(g.card, g.where.empty() ? prefix + "deployment.card" : g.where + ".card");
+  if (s.decode_pool) {
+    catalogue_card(s.decode_pool->card, s.decode_pool->where.empty() ? prefix + "disaggregation.decode.card"
+                                                                     : s.decode_pool->where + ".card");
+  }
+  catalogue_engine(s.deployment.engine, field("--engine", "deployment.engine"));
+  refuse_empirical(s.input_tokens, field("--input-tokens", "workload.input_tokens"));
+  refuse_empirical(s.output_tokens, field("--output-tokens", "workload.output_tokens"));
+  refuse_empirical(s.think_time, field("--think-time", "workload.think_time"));
+  refuse_empirical(s.turns, field("--turns", "workload.turns"));
 }
 
 // The run limits (sim/core/run_limits.h) speak of flags; a body has fields. Same numbers.
@@ -230,9 +304,40 @@ std::vector<std::string> price_overrides(const nlohmann::json& v, const std::str
   if (!v.is_object()) throw HttpError(400, field + ": expected an object of card: usd_per_hour");
   std::vector<std::string> out;
   for (const auto& [card, usd] : v.items()) {
+    catalogue_card(card, field);
     out.push_back(card + "=" + std::to_string(number<double>(usd, field + "." + card, 0, 1e6)));
   }
   return out;
+}
+
+// Each name of a comma-separated card list (plan --cards, compare --search-mix), split as the
+// commands split it.
+void catalogue_cards(const std::string& list, const std::string& field) {
+  std::stringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (!name.empty()) catalogue_card(name, field);
+  }
+}
+
+// The card of each group of a compare deployment ("4x rtx-4090 + 1x h100-sxm tp2"): the word
+// after the count, where parse_deployment_groups (sim/scenario/compare_answer.h) looks it up.
+void deployment_cards(const std::string& text, const std::string& field) {
+  std::stringstream parts(text);
+  for (std::string part; std::getline(parts, part, '+');) {
+    std::stringstream words(part);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    std::size_t i = 0;
+    if (!w.empty()) {
+      std::string count = w[0];
+      if (!count.empty() && (count.back() == 'x' || count.back() == 'X')) count.pop_back();
+      if (!count.empty() && std::all_of(count.begin(), count.end(), [](unsigned char c) { return std::isdigit(c); })) {
+        i = 1;
+        if (i < w.size() && (w[i] == "x" || w[i] == "X")) ++i;
+      }
+    }
+    if (i < w.size()) catalogue_card(w[i], field);
+  }
 }
 
 std::optional<double> min_goodput(const nlohmann::json& o, const std::string& field) {
@@ -305,7 +410,10 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
   const Scenario in = scenario_of(body, {"plan"}, limits);
   scenario::PlanRequest req;
   req.base = in.spec;
-  if (o.contains("cards")) req.cards = list_text(o["cards"], "plan.cards");
+  if (o.contains("cards")) {
+    req.cards = list_text(o["cards"], "plan.cards");
+    catalogue_cards(req.cards, "plan.cards");
+  }
   if (o.contains("tp")) req.tps = list_text(o["tp"], "plan.tp");
   if (o.contains("weights")) req.weights = list_text(o["weights"], "plan.weights");
   if (o.contains("kv_cache")) {
@@ -363,13 +471,14 @@ Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
       req.deployments.push_back(x.get<std::string>());
     }
   }
-  if (o.contains("search_mix")) req.search_mix = list_text(o["search_mix"], "compare.search_mix");
+  if (o.contains("search_mix")) {
+    req.search_mix = list_text(o["search_mix"], "compare.search_mix");
+    catalogue_cards(req.search_mix, "compare.search_mix");
+  }
   if (o.contains("max_cards")) req.max_cards = number<int>(o["max_cards"], "compare.max_cards", 1, 64);
   req.min_goodput = min_goodput(o, "compare");
   if (o.contains("price")) req.price_overrides = price_overrides(o["price"], "compare.price");
-  for (const auto& d : req.deployments) {
-    if (path_like(d)) throw HttpError(400, "compare.deployments: '" + d + "': catalogue card names only");
-  }
+  for (const auto& d : req.deployments) deployment_cards(d, "compare.deployments");
   if (req.deployments.empty() && req.search_mix.empty()) {
     throw HttpError(400, "compare.deployments: give at least one (or compare.search_mix), e.g. [\"4x rtx-4090\", \"1x h100-sxm\"]");
   }
@@ -386,18 +495,57 @@ void refuse_file_fields(const nlohmann::json& j, const std::string& where, int d
   if (depth > kMaxJsonDepth) return;
   if (j.is_object()) {
     for (const auto& [k, v] : j.items()) {
-      if ((k == "scenario" || k == "baseline" || k == "prices" || k == "trace") && v.is_string()) {
+      // A baseline is a file whatever its form (expect.baseline: {file, tolerance}).
+      if (((k == "scenario" || k == "prices" || k == "trace") && v.is_string()) || k == "baseline") {
         throw HttpError(400, where + k + ": the server reads no files; give it inline");
       }
       refuse_file_fields(v, where + k + ".", depth + 1);
     }
   } else if (j.is_array()) {
-    for (std::size_t i = 0; i < j.size(); ++i) refuse_file_fields(j[i], where + "[" + std::to_string(i) + "].", depth + 1);
+    const std::string list = where.empty() ? where : where.substr(0, where.size() - 1);  // "assertions[0]."
+    for (std::size_t i = 0; i < j.size(); ++i) refuse_file_fields(j[i], list + "[" + std::to_string(i) + "].", depth + 1);
+  }
+}
+
+// The names in a check body, before load_assumptions resolves any of them: each assertion's
+// scenario fields (or the whole body's, in the one-scenario form) and the cards of a
+// plan_cheapest_max_usd_per_hour expectation.
+void refuse_check_names(const nlohmann::json& body) {
+  const auto scenario_names = [](const nlohmann::json& fields, const std::vector<std::string>& own,
+                                 const std::string& prefix) {
+    ScenarioSpec s;
+    const std::string label = prefix.empty() ? "request body" : "request body: " + prefix.substr(0, prefix.size() - 1);
+    try {
+      scenario::apply_scenario_yaml(to_yaml(fields), label, prefix, "", s, own);
+    } catch (const Error& e) {
+      throw HttpError(400, e.what());
+    }
+    refuse_files(s, "", prefix);
+  };
+  if (!body.contains("assertions")) {
+    if (body.contains("workload")) scenario_names(body, {}, "");
+    return;
+  }
+  const nlohmann::json& list = body["assertions"];
+  if (!list.is_array()) return;  // load_assumptions says what it expects
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& a = list[i];
+    if (!a.is_object()) continue;
+    const std::string prefix = "assertions[" + std::to_string(i) + "].";
+    scenario_names(a, {"name", "description", "scenario", "expect"}, prefix);
+    if (!a.contains("expect") || !a["expect"].is_object()) continue;
+    const nlohmann::json& ex = a["expect"];
+    const std::string plan = "plan_cheapest_max_usd_per_hour";
+    if (ex.contains(plan) && ex[plan].is_object() && ex[plan].contains("cards")) {
+      const std::string field = prefix + "expect." + plan + ".cards";
+      catalogue_cards(list_text(ex[plan]["cards"], field), field);
+    }
   }
 }
 
 Job prepare_check(const nlohmann::json& body, const Limits& limits) {
   refuse_file_fields(body, "");
+  refuse_check_names(body);
   // load_assumptions reads a file: the body goes to a private temporary one, read at once.
   check::Assumptions a;
   {
@@ -421,10 +569,7 @@ Job prepare_check(const nlohmann::json& body, const Limits& limits) {
     rmdir(dir);
     a.path = "request body";
   }
-  for (const auto& as : a.assertions) {
-    refuse_files(as.spec);
-    check_duration(as.spec.duration, as.where + ": workload.duration", limits);
-  }
+  for (const auto& as : a.assertions) check_duration(as.spec.duration, as.where + ": workload.duration", limits);
   return [a](const CancelFlag& cancel, const ProgressFn& progress) {
     return guarded([&] {
       check::Assumptions run = a;

@@ -5,9 +5,10 @@
 //
 // Contract: request bodies are the scenario schema as JSON (docs/scenarios.md; the same fields
 // as the YAML files) plus one object of the command's own options ("plan": {...}, ...). The
-// server reads no file a request names: traces, card/engine .yaml paths, config.json paths,
-// empirical distributions and price files are refused with 400. Runs larger than Limits are
-// refused with 422 before they start.
+// server opens no file a request names: models, cards and engines resolve only in the catalogues
+// (anything else, a path included, is 400 before any lookup touches the file system); traces,
+// empirical distributions, price, scenario and baseline files are refused with 400. Runs larger
+// than Limits are refused with 422 before they start.
 #pragma once
 
 #include <cstddef>

@@ -575,6 +575,40 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
   CHECK(has(negative.err, "engine.kv_offloading_size: must be in (0, 1000000] GiB"));
 }
 
+TEST_CASE("simulate cli: a --kv-offloading-size whose bookkeeping passes the run limits exits 2 naming "
+          "the flag or field; --allow-large runs it",
+          "[cli][simulate][offload][limits]") {
+  // 1e5 GiB / 2 MiB blocks = 51,200,000 CPU blocks; their slots (21 B) and hash table (2^28
+  // slots of 12 B) take 4,296,425,472 B = 4.00 GiB, past the 2 GiB the run limits allow. It was
+  // allocated up front (4.2 GB; 1e6 GiB ran out of memory).
+  const Run flag = simulate(std::string(kSmall) + " --kv-offloading-size 1e5");
+  CHECK(flag.status == 2);
+  CHECK(has(flag.err, "--kv-offloading-size: 100000 GiB is 51200000 CPU KV blocks per replica, x 1 replica: "
+                      "4.0"));
+  CHECK(has(flag.err, "GiB of KV-cache bookkeeping is more than one run may ask for (at most 2.00 GiB"));
+  CHECK(has(flag.err, "pass --allow-large to run it anyway"));
+
+  ScratchDir tmp;
+  const std::string yaml = tmp.file("big-tier.yaml");
+  std::ofstream(yaml) << "model: llama-3.1-8b\ndeployment: {card: h100-sxm, tp: 1}\n"
+                         "engine: {kv_offloading_size: 100000}\n"
+                         "workload: {rate: 10, requests: 20, input_tokens: 300, output_tokens: 50}\n";
+  const Run file = simulate("'" + yaml + "' -q");
+  CHECK(file.status == 2);
+  CHECK(has(file.err, yaml + ": engine.kv_offloading_size: 100000 GiB is 51200000 CPU KV blocks per replica"));
+  CHECK(has(file.err, "pass --allow-large"));
+
+  // Lifted, the tier makes its slots as blocks are stored: the run is as cheap as a small tier's.
+  const Run lifted = simulate("'" + yaml + "' -q --allow-large");
+  REQUIRE(lifted.status == 0);
+  CHECK(has(lifted.out, "CPU KV tier (--kv-offloading-size 100000 GiB, 51200000 blocks)"));
+  // Past the 32-bit block ids even lifted: 1e6 GiB of 128 KiB blocks (block size 1) is 8.192e9.
+  const Run ids = simulate(std::string(kSmall) + " --kv-offloading-size 1e6 --block-size 1 --allow-large");
+  CHECK(ids.status == 2);
+  CHECK(has(ids.err, "--kv-offloading-size: 1000000 GiB is 8192000000 CPU KV blocks per replica; a replica's "
+                     "block ids hold at most 2147483647"));
+}
+
 }  // namespace
 
 TEST_CASE("simulate cli: a deployment field from a scenario file is named by file and key",

@@ -52,6 +52,43 @@ TEST_CASE("CPU KV tier: pending stores are invisible, LRU eviction, refused stor
   CHECK(t.consistent());
 }
 
+TEST_CASE("CPU KV tier: slots are made as blocks are stored, in the order of a tier made up front",
+          "[engine][offload]") {
+  // A 1e5 GiB tier of Llama-3.1-8B (2 MiB blocks): 51,200,000 slots, none made before a store
+  // (they were allocated up front: 4.2 GB).
+  CpuKvTier big(51'200'000);
+  CHECK(big.capacity() == 51'200'000);
+  CHECK(big.slots_made() == 0);
+  const std::vector<std::uint64_t> ab = {0xA1, 0xB2}, c = {0xC3}, de = {0xD4, 0xE5};
+  std::vector<std::int32_t> p;
+  REQUIRE(big.store(ab.data(), 2, p));
+  CHECK(p == std::vector<std::int32_t>{0, 1});
+  CHECK(big.slots_made() == 2);
+  CHECK(big.consistent());
+  // Full, a tier reuses evicted slots, the last freed first: storing D, E into a full tier of 3
+  // (A, B, C ready, A least recent) evicts A (slot 0), then B (slot 1), and takes 1, then 0.
+  CpuKvTier t(3);
+  std::vector<std::int32_t> p1, p2, p3;
+  REQUIRE(t.store(ab.data(), 2, p1));
+  t.complete(p1);
+  REQUIRE(t.store(c.data(), 1, p2));
+  CHECK(p2 == std::vector<std::int32_t>{2});
+  t.complete(p2);
+  REQUIRE(t.store(de.data(), 2, p3));
+  CHECK(p3 == std::vector<std::int32_t>{1, 0});
+  CHECK(t.slots_made() == 3);
+  CHECK(t.evictions() == 2);
+  CHECK(t.consistent());
+}
+
+TEST_CASE("CPU KV tier: the bookkeeping bytes a tier takes when full", "[engine][offload][limits]") {
+  // 51,200,000 slots x (8 B hash + 1 B state + 3 x 4 B links and free list) = 1,075,200,000 B;
+  // the hash table kept at most a quarter full: 2^28 slots (>= 4 x 51.2e6) x 12 B = 3,221,225,472 B.
+  CHECK(CpuKvTier::bookkeeping_bytes(51'200'000) == 1'075'200'000.0 + 3'221'225'472.0);
+  // 4096 blocks (8 GiB): 86,016 B + 2^14 x 12 B = 282,624 B.
+  CHECK(CpuKvTier::bookkeeping_bytes(4096) == 86'016.0 + 196'608.0);
+}
+
 TEST_CASE("CPU KV tier: blocks from the GiB as vLLM's CPUOffloadingSpec counts them", "[engine][offload]") {
   // cpu_bytes_to_use / (page_size_bytes x kv_cache_tensors x world_size), the block on all ranks.
   // Llama-2-7B, fp16 KV, TP1: 16 tokens x 32 layers x 32 KV heads x 128 x 2 (K, V) x 2 B
