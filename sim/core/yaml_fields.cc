@@ -102,14 +102,19 @@ LiftedReferences lift_references(const std::string& text) {
 // use and what would let a few hundred bytes cost hours: an alias is a reference that every walk
 // of the tree follows again (`a: &a [*a]` is a cycle; twelve levels of ten aliases each under an
 // ignored `notes:` are 10^12 nodes to the duplicate-key check), so anchors, aliases and merge
-// keys (`<<`, which yaml-cpp 0.7 keeps as a plain key) are refused at their line and column. The
-// handler throws on the first such event, so the parse stops there. Malformed YAML escapes as
-// YAML::Exception, for the caller to report.
-class NoAliases final : public YAML::EventHandler {
+// keys (`<<`, which yaml-cpp 0.7 keeps as a plain key) are refused at their line and column, as
+// is a second document, which YAML::Load would drop unread. The handler throws on the first such
+// event, so the parse stops there. Malformed YAML escapes as YAML::Exception, for the caller to
+// report.
+class OneDocumentWithoutAliases final : public YAML::EventHandler {
  public:
-  NoAliases(const std::string& text, const std::string& path) : text_(text), path_(path) {}
+  OneDocumentWithoutAliases(const std::string& text, const std::string& path) : text_(text), path_(path) {}
 
-  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ > 1) {
+      refuse(mark, "a second YAML document (after '---' or '...'); a capsim file holds one document");
+    }
+  }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     check_anchor(mark, anchor);
@@ -170,7 +175,10 @@ class NoAliases final : public YAML::EventHandler {
     if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size() || text_[mark.pos] != sigil) return "";
     const std::size_t end = text_.find_first_of(" \t\r\n,[]{}", static_cast<std::size_t>(mark.pos));
     const std::size_t length = std::min<std::size_t>((end == std::string::npos ? text_.size() : end) - mark.pos, 64);
-    return "'" + text_.substr(static_cast<std::size_t>(mark.pos), length) + "' ";
+    std::string out = "'";  // appends, not `a + b`: GCC 12 warns falsely (-Wrestrict) on that chain
+    out.append(text_, static_cast<std::size_t>(mark.pos), length);
+    out += "' ";
+    return out;
   }
   [[noreturn]] void refuse(const YAML::Mark& mark, const std::string& what) const {
     throw Error(path_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": " + what);
@@ -178,25 +186,30 @@ class NoAliases final : public YAML::EventHandler {
 
   const std::string& text_;
   const std::string& path_;
+  int documents_ = 0;
   std::vector<Open> open_;
 };
 
-// Throws capsim::Error for an anchor, alias or merge key in `text`; lets YAML::Exception
-// (malformed YAML) through. yaml-cpp makes an anchor only from '&', an alias only from '*' and a
-// merge key only from "<<": text with none of them skips this second parse, which costs about
-// what loading the file does (yaml-cpp's scanner dominates both).
-void refuse_aliases(const std::string& text, const std::string& path) {
-  if (text.find_first_of("&*") == std::string::npos && text.find("<<") == std::string::npos) return;
+// Throws capsim::Error for an anchor, alias, merge key or second document in `text`; lets
+// YAML::Exception (malformed YAML) through. yaml-cpp makes an anchor only from '&', an alias only
+// from '*', a merge key only from "<<", and starts or ends a document only at "---" or "...":
+// text with none of them skips this second parse, which costs about what loading the file does
+// (yaml-cpp's scanner dominates both).
+void refuse_aliases_and_documents(const std::string& text, const std::string& path) {
+  if (text.find_first_of("&*") == std::string::npos && text.find("<<") == std::string::npos &&
+      text.find("---") == std::string::npos && text.find("...") == std::string::npos) {
+    return;
+  }
   std::istringstream in(text);
   YAML::Parser parser(in);
-  NoAliases guard(text, path);
+  OneDocumentWithoutAliases guard(text, path);
   while (parser.HandleNextDocument(guard)) {
   }
 }
 
 YAML::Node load_yaml(const std::string& text, const std::string& path) {
   try {
-    refuse_aliases(text, path);
+    refuse_aliases_and_documents(text, path);
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
@@ -258,8 +271,8 @@ YamlDoc YamlDoc::parse(const std::string& text, const std::string& path, bool li
     YAML::Node root;
     try {
       // The lifted text differs from the original only inside plain quoted citations, so an
-      // anchor, alias or merge key refused here is at the same line and column there.
-      refuse_aliases(lifted.text, path);
+      // anchor, alias, merge key or document marker refused here is at the same line and column there.
+      refuse_aliases_and_documents(lifted.text, path);
       root = YAML::Load(lifted.text);
     } catch (const YAML::Exception&) {
       root = YAML::Node();  // reported from the original text below

@@ -171,3 +171,25 @@ TEST_CASE("yaml aliases: '&', '*', '<<', '---' and '...' in text, quotes and com
   CHECK(d.root()["e"].Scalar() == "---x");
   CHECK(d.references().at("k") == "A & B, --- *");
 }
+
+TEST_CASE("yaml documents: a second document is refused at its start, not ignored", "[yaml][documents]") {
+  // yaml-cpp's Load reads the first document only: the second one's fields were dropped unseen.
+  const std::string tail = ": a second YAML document (after '---' or '...'); a capsim file holds one document";
+  CHECK(parse_error("a: 1\n---\nb: 2\n") == "f.yaml:2:1" + tail);
+  CHECK(parse_error("a: 1\n...\nb: 2\n") == "f.yaml:3:1" + tail);
+  CHECK(parse_error("a: 1\n---\n") == "f.yaml:2:1" + tail);  // an empty second document too
+  CHECK(parse_error("references:\n  ds: \"a datasheet\"\n---\nmemory: 1\n", true) == "f.yaml:3:1" + tail);
+  // One document with its optional start and end markers is one document.
+  const YamlDoc d = YamlDoc::parse("---\na: 1\n...\n", "f.yaml");
+  CHECK(d.root()["a"].Scalar() == "1");
+
+  // Through a reader: the second document's model would have been ignored.
+  const capsim_test::TempDir tmp("yaml_documents");
+  const std::string path = tmp.write("s.yaml", repository_file("workloads/chat-8b-1x-h100.yaml") +
+                                                   "---\nmodel: llama-3.1-70b\n");
+  const int line = lines_of(repository_file("workloads/chat-8b-1x-h100.yaml")) + 1;
+  CHECK(refusal([](const std::string& p) {
+          capsim::scenario::ScenarioSpec spec;
+          capsim::scenario::load_scenario_file(p, spec);
+        }, path) == path + ":" + std::to_string(line) + ":1" + tail);
+}
