@@ -1,0 +1,46 @@
+// Input that was read silently as something else (issue #35, minor items), through the capsim
+// command line: each is now bad input (exit 2) with a message naming the file and column, the
+// field or the flag actually given. Each command stops before simulating.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "tests/check/cli_run.h"
+
+namespace {
+
+using capsim_test::Run;
+using capsim_test::Scratch;
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+void check_refused(const std::string& args, const std::string& message) {
+  const Run r = capsim_test::run_capsim(args);
+  INFO(args << "\nstdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "capsim: error: " + message + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("readers cli: a trace CSV naming a column twice is refused, naming the file and column",
+          "[cli][trace][errors]") {
+  Scratch tmp("readers");
+  // Before, the first input_tokens column was read and the second ignored unseen.
+  const std::string plain =
+      tmp.write("plain.csv", "arrival_s,input_tokens,output_tokens,Input_Tokens\n0,100,10,900\n1,200,20,900\n");
+  check_refused("simulate -q --trace " + q(plain),
+                plain + ":1: column 'Input_Tokens' appears twice in the header (columns 2 and 4); each column "
+                        "may be named once");
+  const std::string azure = tmp.write("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens,TIMESTAMP\n"
+                                                   "2023-11-16 18:15:46.6805900,374,44,x\n");
+  check_refused("simulate -q --trace-format azure --trace " + q(azure),
+                azure + ":1: column 'TIMESTAMP' appears twice in the header (columns 1 and 4); each column may "
+                        "be named once");
+  // An empirical length distribution reads one column by name: that one may not repeat (before,
+  // the last of them was read).
+  const std::string lengths = tmp.write("lengths.csv", "len,len,other,other\n100,200,1,2\n");
+  check_refused("simulate -q --rate 1 -n 5 --input-tokens empirical:" + lengths + ":len",
+                "--input-tokens: " + lengths +
+                    ": column 'len' appears twice in the header (columns 1 and 2); each column may be named once");
+}
