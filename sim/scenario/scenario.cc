@@ -728,6 +728,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     OpenLoopConfig o;
     o.process = parse_arrival_process(s.arrival, s.where("--arrival"));
     o.burstiness = s.burstiness;
+    check_burstiness(s.burstiness, s.where("--burstiness"));
     if (s.burstiness != 1.0) {
       // As in vLLM's benchmark, whose arrivals are gamma with shape = burstiness (1 = Poisson):
       // a burstiness with Poisson arrivals is that gamma process; with constant or offline

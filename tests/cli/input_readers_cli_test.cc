@@ -44,3 +44,23 @@ TEST_CASE("readers cli: a trace CSV naming a column twice is refused, naming the
                 "--input-tokens: " + lengths +
                     ": column 'len' appears twice in the header (columns 1 and 2); each column may be named once");
 }
+
+TEST_CASE("readers cli: --burstiness outside 0.01..100 is refused with the range", "[cli][simulate][errors]") {
+  // Before, 1e-300 ran (nearly every gap 0 ns, the rest astronomically long).
+  check_refused("simulate -q --rate 1 -n 5 --burstiness 1e-300",
+                "--burstiness: '1e-300' is not a gamma shape in 0.01..100 (1 = Poisson, below 1 burstier, above 1 "
+                "more regular)");
+  check_refused("simulate -q --rate 1 -n 5 --arrival gamma --burstiness 1000",
+                "--burstiness: '1000' is not a gamma shape in 0.01..100 (1 = Poisson, below 1 burstier, above 1 "
+                "more regular)");
+  // The bounds themselves run.
+  for (const char* shape : {"0.01", "100"}) {
+    const Run r = capsim_test::run_capsim(std::string("simulate -q --rate 1 -n 5 --burstiness ") + shape);
+    INFO(shape << ": " << r.err);
+    CHECK(r.status == 0);
+  }
+  Scratch tmp("readers");
+  const std::string file = tmp.write("s.yaml", "model: llama-3.1-8b\nworkload: {rate: 1, requests: 5, burstiness: 0.001}\n");
+  check_refused("simulate -q " + q(file), file + ": workload.burstiness: '0.001' is not a gamma shape in 0.01..100 "
+                                                 "(1 = Poisson, below 1 burstier, above 1 more regular)");
+}
