@@ -64,3 +64,14 @@ TEST_CASE("readers cli: --burstiness outside 0.01..100 is refused with the range
   check_refused("simulate -q " + q(file), file + ": workload.burstiness: '0.001' is not a gamma shape in 0.01..100 "
                                                  "(1 = Poisson, below 1 burstier, above 1 more regular)");
 }
+
+TEST_CASE("readers cli: plan --cards with an empty entry is refused, not read as every card",
+          "[cli][plan][errors]") {
+  // Before, `--cards ,` split into no names, which means all 136 candidates of the catalogue.
+  check_refused("plan -q workloads/chat-8b-1x-h100.yaml --cards ,",
+                "--cards: ',' has an empty entry; give values separated by single commas");
+  check_refused("plan -q workloads/chat-8b-1x-h100.yaml --cards h100-sxm,,l4",
+                "--cards: 'h100-sxm,,l4' has an empty entry; give values separated by single commas");
+  check_refused("plan -q workloads/chat-8b-1x-h100.yaml --cards l4 --tp 1,",
+                "--tp: '1,' has an empty entry; give values separated by single commas");
+}
