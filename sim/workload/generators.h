@@ -69,6 +69,7 @@ struct OpenLoopConfig {
 
 struct ClosedLoopConfig {
   int users = 1;
+  std::string users_where = "--users";  // what gave `users`, for messages: --concurrency, a file's field
   Distribution think = Distribution::fixed(0, Distribution::Unit::kSeconds);
   Distribution turns = Distribution::fixed(1, Distribution::Unit::kCount);  // per session
   LengthSpec lengths;

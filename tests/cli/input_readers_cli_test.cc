@@ -75,3 +75,16 @@ TEST_CASE("readers cli: plan --cards with an empty entry is refused, not read as
   check_refused("plan -q workloads/chat-8b-1x-h100.yaml --cards l4 --tp 1,",
                 "--tp: '1,' has an empty entry; give values separated by single commas");
 }
+
+TEST_CASE("readers cli: a closed loop too large names --concurrency or the file's field, not --users",
+          "[cli][simulate][errors]") {
+  const std::string limit =
+      ": 10000000 users is more than one run may ask for (at most 1000000 users; such a run takes minutes and "
+      "gigabytes); pass --allow-large to run it anyway";
+  check_refused("simulate -q --concurrency 10000000 -n 5", "--concurrency" + limit);
+  check_refused("simulate -q --max-concurrency 10000000 -n 5", "--concurrency" + limit);
+  check_refused("simulate -q --users 10000000 -n 5", "--users" + limit);
+  Scratch tmp("readers");
+  const std::string file = tmp.write("c.yaml", "model: llama-3.1-8b\nworkload: {concurrency: 10000000, requests: 5}\n");
+  check_refused("simulate -q " + q(file), file + ": workload.concurrency" + limit);
+}
