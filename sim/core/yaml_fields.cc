@@ -169,14 +169,17 @@ class OneDocumentWithoutAliases final : public YAML::EventHandler {
     refuse(mark, "YAML anchor " + name_at(mark, '&') + "is not accepted: capsim files do not use anchors, "
                  "aliases or merge keys; write the value out in full");
   }
-  // "'*name' " as written at `mark` (yaml-cpp marks an anchored node at its '&'), or "" when the
-  // text there is not `sigil` (a tag written before the anchor).
+  // "'&name' " as written: the first `sigil` from `mark` on its line (yaml-cpp marks an anchored
+  // node at its properties, a tag before the anchor included), or "" when there is none there
+  // (a byte-order mark shifts positions; the line and column stay right).
   std::string name_at(const YAML::Mark& mark, char sigil) const {
-    if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size() || text_[mark.pos] != sigil) return "";
-    const std::size_t end = text_.find_first_of(" \t\r\n,[]{}", static_cast<std::size_t>(mark.pos));
-    const std::size_t length = std::min<std::size_t>((end == std::string::npos ? text_.size() : end) - mark.pos, 64);
+    if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size()) return "";
+    const std::size_t at = text_.find_first_of(std::string{sigil, '\n'}, static_cast<std::size_t>(mark.pos));
+    if (at == std::string::npos || text_[at] != sigil) return "";
+    const std::size_t end = text_.find_first_of(" \t\r\n,[]{}", at);
+    const std::size_t length = std::min<std::size_t>((end == std::string::npos ? text_.size() : end) - at, 64);
     std::string out = "'";  // appends, not `a + b`: GCC 12 warns falsely (-Wrestrict) on that chain
-    out.append(text_, static_cast<std::size_t>(mark.pos), length);
+    out.append(text_, at, length);
     out += "' ";
     return out;
   }

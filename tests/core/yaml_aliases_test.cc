@@ -135,8 +135,9 @@ TEST_CASE("yaml aliases: anchors, aliases and merge keys are refused where they 
   CHECK(parse_error("a: 1\nb: &x 2\nc: *x\n") == "f.yaml:2:4: YAML anchor '&x'" + tail + "the value out in full");
   CHECK(parse_error("a: {b: &m {c: 1}}\n") == "f.yaml:1:8: YAML anchor '&m'" + tail + "the value out in full");
   CHECK(parse_error("a:\n  - &s [1, 2]\n") == "f.yaml:2:5: YAML anchor '&s'" + tail + "the value out in full");
-  // An anchor on a key.
+  // An anchor on a key; an anchor after a tag (yaml-cpp marks the node at the tag).
   CHECK(parse_error("&k a: 1\n") == "f.yaml:1:1: YAML anchor '&k'" + tail + "the value out in full");
+  CHECK(parse_error("a: !!str &t 1\n") == "f.yaml:1:4: YAML anchor '&t'" + tail + "the value out in full");
   // yaml-cpp 0.7 would keep `<<` as a plain key, not merge: refused, as a merge key, even
   // without an alias.
   CHECK(parse_error("a:\n  <<: {b: 1}\n  c: 2\n") == "f.yaml:2:3: YAML merge key '<<'" + tail +
