@@ -21,8 +21,9 @@ targets=("$@")
 BUILD_DIR="$build" ./scripts/sanitize.sh --configure-only
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 
-# Seed corpora: the repository's files of each format. Targets whose first byte picks a format or
-# parser get that byte prepended.
+# Seed corpora: the repository's files of each format, and fuzz/seeds/TARGET/ (for the YAML
+# targets: anchors, aliases, merge keys and an alias bomb, which every reader refuses). Targets
+# whose first byte picks a format or parser get that byte prepended.
 seed() {  # seed TARGET PREFIX-BYTE-OR-EMPTY FILES...
   local t="$1" prefix="$2"; shift 2
   local dir="$build/corpus/$t"
@@ -42,11 +43,11 @@ for t in "${targets[@]}"; do
       seed "$t" 03 workloads/traces/*plain*.csv workloads/traces/*.csv
       seed "$t" 04 workloads/traces/* ;;
     fuzz_model_config) seed "$t" "" models/*/config.json ;;
-    fuzz_card_yaml) seed "$t" "" calibration/cards/*.yaml ;;
-    fuzz_engine_yaml) seed "$t" "" calibration/engines/*.yaml ;;
-    fuzz_prices) seed "$t" "" calibration/prices.yaml ;;
-    fuzz_scenario) seed "$t" "" workloads/*.yaml ;;
-    fuzz_assumptions) seed "$t" "" workloads/assumptions.yaml ;;
+    fuzz_card_yaml) seed "$t" "" calibration/cards/*.yaml fuzz/seeds/fuzz_card_yaml/* ;;
+    fuzz_engine_yaml) seed "$t" "" calibration/engines/*.yaml fuzz/seeds/fuzz_engine_yaml/* ;;
+    fuzz_prices) seed "$t" "" calibration/prices.yaml fuzz/seeds/fuzz_prices/* ;;
+    fuzz_scenario) seed "$t" "" workloads/*.yaml fuzz/seeds/fuzz_scenario/* ;;
+    fuzz_assumptions) seed "$t" "" workloads/assumptions.yaml fuzz/seeds/fuzz_assumptions/* ;;
     fuzz_json_results)
       seed "$t" 00 workloads/baselines/*.json
       seed "$t" 01 fuzz/seeds/fuzz_json_results/*.json ;;

@@ -11,6 +11,7 @@
 
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/simulate_report.h"
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 #include "sim/core/units.h"
@@ -198,7 +199,9 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
   } else if (kind == "fits_in_memory") {
     if (n.IsMap()) {
       check_keys(n, ew, {"context"});
-      if (n["context"]) e.context = static_cast<long long>(positive(n["context"], ew + ".context", "a number of tokens"));
+      // Whole and in range before any conversion: a cast of 1e20 to an integer is undefined (it
+      // showed as -9223372036854775808 and the check failed instead of refusing the file).
+      if (n["context"]) e.context = checked::tokens(positive(n["context"], ew + ".context", "a number of tokens"), 1, ew + ".context");
     } else {
       require_true(n, ew, kind);
     }
@@ -227,8 +230,14 @@ Expectation parse_expectation(const std::string& kind, const YAML::Node& n, cons
       }
       if (n["weights"]) e.space.weights = string_list(n["weights"], ew + ".weights");
       if (n["kv_cache"]) e.space.kv_caches = string_list(n["kv_cache"], ew + ".kv_cache");
-      if (n["max_cards"]) e.space.max_cards = static_cast<int>(positive(n["max_cards"], ew + ".max_cards", "a card count"));
-      if (n["top"]) e.space.top = static_cast<int>(positive(n["top"], ew + ".top", "a count"));
+      // The ranges of plan's --max-cards and --top, for the same search.
+      if (n["max_cards"]) {
+        e.space.max_cards = static_cast<int>(
+            checked::whole_in(positive(n["max_cards"], ew + ".max_cards", "a card count"), 1, 100000, ew + ".max_cards"));
+      }
+      if (n["top"]) {
+        e.space.top = static_cast<int>(checked::whole_in(positive(n["top"], ew + ".top", "a count"), 1, 1000, ew + ".top"));
+      }
       if (n["min_goodput"]) {
         const double g = parse_number(scalar(n["min_goodput"], ew + ".min_goodput"), ew + ".min_goodput");
         if (g < 0 || g > 1) throw Error(ew + ".min_goodput: must be in 0..1");

@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 
@@ -95,8 +98,121 @@ LiftedReferences lift_references(const std::string& text) {
   return out;
 }
 
+// Refuses, from yaml-cpp's events and before any node tree exists, what capsim's formats never
+// use and what would let a few hundred bytes cost hours: an alias is a reference that every walk
+// of the tree follows again (`a: &a [*a]` is a cycle; twelve levels of ten aliases each under an
+// ignored `notes:` are 10^12 nodes to the duplicate-key check), so anchors, aliases and merge
+// keys (`<<`, which yaml-cpp 0.7 keeps as a plain key) are refused at their line and column, as
+// is a second document, which YAML::Load would drop unread. The handler throws on the first such
+// event, so the parse stops there. Malformed YAML escapes as YAML::Exception, for the caller to
+// report.
+class OneDocumentWithoutAliases final : public YAML::EventHandler {
+ public:
+  OneDocumentWithoutAliases(const std::string& text, const std::string& path) : text_(text), path_(path) {}
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ > 1) {
+      refuse(mark, "a second YAML document (after '---' or '...'); a capsim file holds one document");
+    }
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    check_anchor(mark, anchor);
+    end_node();
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override {
+    refuse(mark, "YAML alias " + name_at(mark, '*') + "is not accepted: capsim files do not use anchors, "
+                 "aliases or merge keys; write the value out in full");
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
+    check_anchor(mark, anchor);
+    // Only a plain `<<` is a merge key; a quoted "<<" is the string.
+    if (tag == "?" && value == "<<" && at_key()) {
+      refuse(mark, "YAML merge key '<<' is not accepted: capsim files do not use anchors, aliases or "
+                   "merge keys; write the fields out in full");
+    }
+    end_node();
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    check_anchor(mark, anchor);
+    open_.push_back({false, false});
+  }
+  void OnSequenceEnd() override {
+    open_.pop_back();
+    end_node();
+  }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    check_anchor(mark, anchor);
+    open_.push_back({true, true});
+  }
+  void OnMapEnd() override {
+    open_.pop_back();
+    end_node();
+  }
+
+ private:
+  struct Open {
+    bool is_map;
+    bool at_key;  // in a map: the next node is a key
+  };
+
+  bool at_key() const { return !open_.empty() && open_.back().is_map && open_.back().at_key; }
+  // A finished node in a map turns key into value and value into the next key.
+  void end_node() {
+    if (!open_.empty() && open_.back().is_map) open_.back().at_key = !open_.back().at_key;
+  }
+  void check_anchor(const YAML::Mark& mark, YAML::anchor_t anchor) const {
+    if (anchor == YAML::NullAnchor) return;
+    refuse(mark, "YAML anchor " + name_at(mark, '&') + "is not accepted: capsim files do not use anchors, "
+                 "aliases or merge keys; write the value out in full");
+  }
+  // "'&name' " as written: the first `sigil` from `mark` on its line (yaml-cpp marks an anchored
+  // node at its properties, a tag before the anchor included), or "" when there is none there
+  // (a byte-order mark shifts positions; the line and column stay right).
+  std::string name_at(const YAML::Mark& mark, char sigil) const {
+    if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size()) return "";
+    const std::size_t at = text_.find_first_of(std::string{sigil, '\n'}, static_cast<std::size_t>(mark.pos));
+    if (at == std::string::npos || text_[at] != sigil) return "";
+    const std::size_t end = text_.find_first_of(" \t\r\n,[]{}", at);
+    const std::size_t length = std::min<std::size_t>((end == std::string::npos ? text_.size() : end) - at, 64);
+    std::string out = "'";  // appends, not `a + b`: GCC 12 warns falsely (-Wrestrict) on that chain
+    out.append(text_, at, length);
+    out += "' ";
+    return out;
+  }
+  [[noreturn]] void refuse(const YAML::Mark& mark, const std::string& what) const {
+    throw Error(path_ + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1) + ": " + what);
+  }
+
+  const std::string& text_;
+  const std::string& path_;
+  int documents_ = 0;
+  std::vector<Open> open_;
+};
+
+// Throws capsim::Error for an anchor, alias, merge key or second document in `text`; lets
+// YAML::Exception (malformed YAML) through. yaml-cpp makes an anchor only from '&', an alias only
+// from '*', a merge key only from "<<", and starts or ends a document only at "---" or "...":
+// text with none of them skips this second parse, which costs about what loading the file does
+// (yaml-cpp's scanner dominates both).
+void refuse_aliases_and_documents(const std::string& text, const std::string& path) {
+  if (text.find_first_of("&*") == std::string::npos && text.find("<<") == std::string::npos &&
+      text.find("---") == std::string::npos && text.find("...") == std::string::npos) {
+    return;
+  }
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  OneDocumentWithoutAliases guard(text, path);
+  while (parser.HandleNextDocument(guard)) {
+  }
+}
+
 YAML::Node load_yaml(const std::string& text, const std::string& path) {
   try {
+    refuse_aliases_and_documents(text, path);
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw Error(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
@@ -157,6 +273,9 @@ YamlDoc YamlDoc::parse(const std::string& text, const std::string& path, bool li
   if (!lifted.entries.empty()) {
     YAML::Node root;
     try {
+      // The lifted text differs from the original only inside plain quoted citations, so an
+      // anchor, alias, merge key or document marker refused here is at the same line and column there.
+      refuse_aliases_and_documents(lifted.text, path);
       root = YAML::Load(lifted.text);
     } catch (const YAML::Exception&) {
       root = YAML::Node();  // reported from the original text below

@@ -65,6 +65,20 @@ std::int64_t req_int(const json& cfg, std::initializer_list<const char*> keys,
               "' (a Hugging Face config.json of a transformer has it)");
 }
 
+// As opt_int, for a field that, when given, must be >= 1 (a model whose context is 0 tokens
+// serves nothing); the message names the key the file used.
+std::optional<std::int64_t> opt_positive_int(const json& cfg, std::initializer_list<const char*> keys,
+                                             const std::string& file, std::int64_t hi) {
+  for (const char* k : keys) {
+    const auto it = cfg.find(k);
+    if (it == cfg.end() || it->is_null()) continue;
+    const std::int64_t v = *opt_int(cfg, {k}, file, hi);
+    if (v == 0) throw Error(file + ": " + k + ": must be > 0; accepted: 1.." + std::to_string(hi));
+    return v;
+  }
+  return std::nullopt;
+}
+
 // Bounds on config.json dimensions. Each is several times the largest published model's
 // (hidden 16384, 126 layers, 128 heads, head_dim 256, vocab 262k, intermediate 53248, 256
 // experts), and together they keep every parameter count below 2^61 (attention
@@ -383,7 +397,7 @@ ModelSpec load_model_config(const std::string& path) {
   }
   m.vocab = req_int(cfg, {"vocab_size"}, path, kMaxVocab);
   m.max_context =
-      opt_int(cfg, {"max_position_embeddings", "n_positions", "seq_length"}, path, kMaxContext).value_or(4096);
+      opt_positive_int(cfg, {"max_position_embeddings", "n_positions", "seq_length"}, path, kMaxContext).value_or(4096);
   m.tied_embeddings = root.contains("tie_word_embeddings")
                           ? opt_bool(root, "tie_word_embeddings", default_tied(t))
                           : opt_bool(cfg, "tie_word_embeddings", default_tied(t));

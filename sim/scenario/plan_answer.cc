@@ -24,14 +24,20 @@ namespace {
 using plan::Candidate;
 using plan::label;
 
-std::vector<std::string> split_list(const std::string& s) {
+// `s` split at commas (empty `s`: no entries). An empty entry (",", "a,,b", a trailing comma) is
+// refused, naming `flag`, rather than dropped: `--cards ,` read as no names searched all cards.
+std::vector<std::string> split_list(const std::string& s, const std::string& flag) {
   std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string x;
-  while (std::getline(in, x, ',')) {
-    if (!x.empty()) out.push_back(x);
+  if (s.empty()) return out;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (out.back().empty()) {
+      throw Error(flag + ": '" + s + "' has an empty entry; give values separated by single commas");
+    }
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
   }
-  return out;
 }
 
 // Load unit of the scenario, for profiles and per-user costs.
@@ -88,7 +94,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   // Bad input is refused before any simulation.
   std::vector<double>& profile = a.profile;
   if (!o.load_profile.empty()) {
-    for (const auto& v : split_list(o.load_profile)) profile.push_back(parse_number(v, "--load-profile"));
+    for (const auto& v : split_list(o.load_profile, "--load-profile")) profile.push_back(parse_number(v, "--load-profile"));
     if (profile.size() != 24) {
       throw Error("--load-profile: " + std::to_string(profile.size()) +
                   " values; expected 24 (one per hour, users or requests/s)");
@@ -106,7 +112,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   if (o.cards.empty()) {
     for (const Card& c : cards().cards()) card_names.push_back(c.name);
   } else {
-    for (const auto& n : split_list(o.cards)) {
+    for (const auto& n : split_list(o.cards, "--cards")) {
       try {
         card_names.push_back(cards().find(n).name);
       } catch (const Error& e) {
@@ -115,13 +121,13 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
     }
   }
   std::vector<int> tps;
-  for (const auto& t : split_list(o.tps)) {
+  for (const auto& t : split_list(o.tps, "--tp")) {
     const double v = parse_number(t, "--tp");
     if (v < 1 || v > 64 || v != std::floor(v)) throw Error("--tp: '" + t + "' is not a GPU count in 1..64");
     tps.push_back(static_cast<int>(v));
   }
-  const auto weights = split_list(o.weights);
-  const auto kvs = split_list(o.kv);
+  const auto weights = split_list(o.weights, "--weights");
+  const auto kvs = split_list(o.kv, "--kv-cache");
   // A precision nobody knows is bad input (exit 2), not a candidate the search rejects.
   for (const auto& w : weights) {
     if (w != "auto") parse_precision(w, "--weights");

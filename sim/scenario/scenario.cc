@@ -340,8 +340,14 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
         break;
       }
     }
-    if (wl["users"]) s.users = whole(wl["users"], w + ".users", 1, 10'000'000);
-    if (wl["concurrency"]) s.concurrency = whole(wl["concurrency"], w + ".concurrency", 1, 10'000'000);
+    if (wl["users"]) {
+      s.users = whole(wl["users"], w + ".users", 1, 10'000'000);
+      s.origin["--users"] = w + ".users";
+    }
+    if (wl["concurrency"]) {
+      s.concurrency = whole(wl["concurrency"], w + ".concurrency", 1, 10'000'000);
+      s.origin["--concurrency"] = w + ".concurrency";
+    }
     if (wl["think_time"]) {
       s.think_time = dist_text(wl["think_time"], w + ".think_time");
       s.origin["--think-time"] = w + ".think_time";
@@ -709,6 +715,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   } else if (s.users || s.concurrency) {
     ClosedLoopConfig cl;
     cl.users = s.users ? *s.users : *s.concurrency;
+    cl.users_where = s.where(s.users ? "--users" : "--concurrency");
     if (s.users) {
       cl.think = Distribution::parse(s.think_time, Distribution::Unit::kSeconds, s.where("--think-time"));
       cl.turns = Distribution::parse(s.turns, Distribution::Unit::kCount, s.where("--turns"));
@@ -731,6 +738,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     OpenLoopConfig o;
     o.process = parse_arrival_process(s.arrival, s.where("--arrival"));
     o.burstiness = s.burstiness;
+    check_burstiness(s.burstiness, s.where("--burstiness"));
     if (s.burstiness != 1.0) {
       // As in vLLM's benchmark, whose arrivals are gamma with shape = burstiness (1 = Poisson):
       // a burstiness with Poisson arrivals is that gamma process; with constant or offline

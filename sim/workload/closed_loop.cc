@@ -27,8 +27,10 @@ class ClosedLoop : public Workload {
  public:
   explicit ClosedLoop(const ClosedLoopConfig& c)
       : c_(c), rng_(Rng(c.seed).split(3)) {
-    if (c_.users < 1) throw Error("--users: " + std::to_string(c_.users) + " is not a number of users >= 1");
-    check_run_limit(RunLimit::kUsers, c_.users, "--users");
+    if (c_.users < 1) {
+      throw Error(c_.users_where + ": " + std::to_string(c_.users) + " is not a number of users >= 1");
+    }
+    check_run_limit(RunLimit::kUsers, c_.users, c_.users_where);
     if (c_.requests) check_run_limit(RunLimit::kRequests, static_cast<double>(*c_.requests), "--requests");
     users_.resize(static_cast<std::size_t>(c_.users));  // after the checks: memory grows with it
   }

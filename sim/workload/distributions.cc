@@ -71,7 +71,14 @@ std::shared_ptr<const std::vector<double>> load_column(const std::string& file,
   const auto names = split(header, ',');
   std::size_t col = names.size();
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == column) col = i;
+    if (names[i] != column) continue;
+    // Two columns of this name: which one the file meant is unknown (the other columns are not
+    // read, so their names may repeat).
+    if (col != names.size()) {
+      throw Error(where + ": " + file + ": column '" + column + "' appears twice in the header (columns " +
+                  std::to_string(col + 1) + " and " + std::to_string(i + 1) + "); each column may be named once");
+    }
+    col = i;
   }
   if (col == names.size()) {
     throw Error(where + ": " + file + " has no column '" + column + "'; it has: " + header);

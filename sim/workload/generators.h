@@ -45,6 +45,17 @@ struct PrefixGroups {
   int prompts_per_group = 0;
 };
 
+// The gamma shapes accepted as burstiness. vLLM's benchmark takes any shape > 0; these bounds
+// are capsim's. Gaps have a coefficient of variation of 1/sqrt(shape): at 0.01 (CV 10) the median
+// gap is already ~1e-28 of the mean, far below a nanosecond, so a run is a few bursts and the
+// rate holds only on average over many of them; at 100 (CV 0.1) gaps are within about 10% of
+// `constant`'s. A value beyond either end (1e-300, 1e6) is a slip, not a workload.
+inline constexpr double kMinBurstiness = 0.01;
+inline constexpr double kMaxBurstiness = 100;
+// Throws capsim::Error "where: 'VALUE' is not a gamma shape in 0.01..100 ..." unless `burstiness`
+// is within [kMinBurstiness, kMaxBurstiness].
+void check_burstiness(double burstiness, const std::string& where);
+
 struct OpenLoopConfig {
   ArrivalProcess process = ArrivalProcess::kPoisson;
   std::vector<RateStage> stages = {{1.0, 0}};
@@ -58,6 +69,7 @@ struct OpenLoopConfig {
 
 struct ClosedLoopConfig {
   int users = 1;
+  std::string users_where = "--users";  // what gave `users`, for messages: --concurrency, a file's field
   Distribution think = Distribution::fixed(0, Distribution::Unit::kSeconds);
   Distribution turns = Distribution::fixed(1, Distribution::Unit::kCount);  // per session
   LengthSpec lengths;

@@ -31,6 +31,14 @@ const char* arrival_process_name(ArrivalProcess p) {
   return "?";
 }
 
+void check_burstiness(double burstiness, const std::string& where) {
+  if (!(burstiness >= kMinBurstiness && burstiness <= kMaxBurstiness)) {
+    throw Error(where + ": '" + checked::show(burstiness) + "' is not a gamma shape in " +
+                checked::show(kMinBurstiness) + ".." + checked::show(kMaxBurstiness) +
+                " (1 = Poisson, below 1 burstier, above 1 more regular)");
+  }
+}
+
 namespace {
 
 class OpenLoop : public Workload {
@@ -43,9 +51,7 @@ class OpenLoop : public Workload {
         throw Error("--rate: " + std::to_string(s.rate) + " requests/s is not a positive rate");
       }
     }
-    if (c_.process == ArrivalProcess::kGamma && !(c_.burstiness > 0)) {
-      throw Error("--burstiness: must be > 0");
-    }
+    if (c_.process == ArrivalProcess::kGamma) check_burstiness(c_.burstiness, "--burstiness");
     if (!c_.requests && !c_.duration_s) {
       throw Error("open-loop workload: give --requests N or --duration D (it would never end)");
     }

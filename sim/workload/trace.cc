@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -224,6 +225,7 @@ class CsvTable {
     std::string header;
     if (!src_.next(header)) throw Error(path + ": no requests");
     if (!split_csv(header, fields_)) throw Error(src_.here() + ": unterminated quoted field");
+    refuse_repeated_columns();
     std::string expected;
     for (std::size_t k = 0; k < required.size(); ++k) expected += (k ? ", " : "") + required[k];
     for (const auto& name : required) {
@@ -267,6 +269,23 @@ class CsvTable {
   const LineSource& lines() const { return src_; }
 
  private:
+  // A column named twice (as matched: trimmed, any case) would be read from its first
+  // occurrence and the other ignored unseen; which one the file meant is unknown. Unnamed
+  // columns (a trailing comma) are not names and may repeat.
+  void refuse_repeated_columns() const {
+    std::map<std::string, std::size_t> first;
+    for (std::size_t k = 0; k < fields_.size(); ++k) {
+      const std::string name(trim(fields_[k]));
+      if (name.empty()) continue;
+      const auto [at, added] = first.emplace(lower(name), k);
+      if (!added) {
+        throw Error(src_.here() + ": column '" + name + "' appears twice in the header (columns " +
+                    std::to_string(at->second + 1) + " and " + std::to_string(k + 1) +
+                    "); each column may be named once");
+      }
+    }
+  }
+
   LineSource src_;
   std::string line_;
   std::vector<std::string> fields_;

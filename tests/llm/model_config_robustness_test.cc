@@ -93,6 +93,17 @@ TEST_CASE("model config: MoE fields are checked against the layer count", "[llm]
              Contains("mlp_only_layers: expected layer indices (whole numbers >= 0), got a string"));
 }
 
+TEST_CASE("model config: a context length of 0 tokens is refused, naming the key the file used",
+          "[llm][robust]") {
+  // Before, max_position_embeddings 0 loaded: a model that serves no token.
+  CHECK(error_of(config(R"("max_position_embeddings": 0)")) ==
+        "config.json: max_position_embeddings: must be > 0; accepted: 1..2147483648");
+  CHECK(error_of(config(R"("n_positions": 0)")) == "config.json: n_positions: must be > 0; accepted: 1..2147483648");
+  capsim_test::TempDir dir("cfg");
+  CHECK(capsim::load_model_config(dir.write("config.json", config(R"("max_position_embeddings": 1)"))).max_context == 1);
+  CHECK(capsim::load_model_config(dir.write("config.json", config(""))).max_context == 4096);  // absent
+}
+
 TEST_CASE("model config: nesting 100k levels deep is refused before parsing", "[llm][robust]") {
   const std::string deep = config(R"("x": )" + std::string(100'000, '[') + std::string(100'000, ']'));
   CHECK_THAT(error_of(deep), Contains("config.json:2: JSON nested deeper than 128 levels"));
