@@ -73,7 +73,14 @@ async function emulator(scale, extra = []) {
 }
 
 // A chat message whose estimated prompt is exactly `tokens`: ceil(chars/4) + 4 + 3 (one message).
-const chatOf = (tokens) => [{ role: 'user', content: 'a'.repeat(4 * (tokens - 7)) }];
+// Each message is new content (it starts with its own serial number): the emulator's prefix cache
+// reuses a prompt sent again, as vLLM's does, while the `simulate` runs these tests compare with
+// give every request content of its own.
+let serial = 0;
+const chatOf = (tokens) => {
+  const tag = String(serial++).padStart(8, '0');
+  return [{ role: 'user', content: tag + 'a'.repeat(4 * (tokens - 7) - tag.length) }];
+};
 
 // Streams one chat completion; returns client-side times (ms, performance.now()) and counts.
 async function streamChat(client, promptTokens, outputTokens, extra = {}) {
