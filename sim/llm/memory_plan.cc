@@ -121,7 +121,8 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   p.kv_cache = p.budget - p.weights - p.activations - p.runtime;
   // Speculative decoding's proposer and LoRA's adapter slots sit inside the budget, before KV.
   if (d.speculative) {
-    p.proposer_weights = proposer_weight_bytes(*d.speculative, m) / d.tp;
+    p.proposer_weights = proposer_weight_bytes(
+        *d.speculative, m, TargetWeightLayout{d.weights, d.routed_expert_weights(), d.tp, moe_shard_gpus(d)});
     p.kv_cache -= p.proposer_weights;
   }
   if (d.lora && !m.encoder_only) {

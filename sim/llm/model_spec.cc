@@ -377,6 +377,7 @@ ModelSpec load_model_config(const std::string& path) {
   m.encoder_only = t == "bert";
   m.hidden = req_int(cfg, {"hidden_size", "n_embd", "d_model"}, path, kMaxHidden);
   m.layers = req_int(cfg, {"num_hidden_layers", "n_layer", "num_layers"}, path, kMaxLayers);
+  m.mtp_layers = opt_int(cfg, {"num_nextn_predict_layers"}, path, kMaxLayers).value_or(0);
   m.heads = req_int(cfg, {"num_attention_heads", "n_head"}, path, kMaxHeads);
   m.kv_heads = opt_int(cfg, {"num_key_value_heads", "num_kv_heads"}, path, kMaxHeads).value_or(m.heads);
   if (t == "falcon" && !opt_bool(cfg, "new_decoder_architecture", false) &&

@@ -63,6 +63,10 @@ struct ModelSpec {
   // modelled. `--weights auto` runs the checkpoint as shipped (Deployment::expert_weights,
   // scenario DeploymentSpec::resolve); an explicit --weights re-quantises every linear layer.
   std::string checkpoint_quant;
+  // Multi-token-prediction modules shipped beside the stack (config num_nextn_predict_layers;
+  // DeepSeek-V3: 1). Not in the parameter counts: vLLM loads them only as the speculative
+  // proposer of method mtp (llm/speculative.h).
+  std::int64_t mtp_layers = 0;
   std::int64_t extra_params = 0;         // parts outside the text stack (vision tower), counted, never run
   std::string extra_params_note;
 

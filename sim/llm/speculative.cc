@@ -1,5 +1,6 @@
 #include "sim/llm/speculative.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/core/error.h"
@@ -100,16 +101,17 @@ std::optional<ModelSpec> proposer_model(const SpeculativeConfig& c, const ModelS
   if (m.proposer == Proposer::kDraftModel) return c.draft;
   ModelSpec h = target;
   h.name = target.name + " " + m.name + " head";
-  h.layers = 1;
+  h.layers = m.same_layer_kind ? std::max<std::int64_t>(1, target.mtp_layers) : 1;
+  h.mtp_layers = 0;
   h.sliding_layers = 0;
   h.sliding_window = 0;
   h.extra_params = 0;
   if (m.same_layer_kind && target.is_moe()) {
-    h.moe_layers = 1;
+    h.moe_layers = h.layers;
     h.dense_layers = 0;
   } else {
     h.moe_layers = 0;
-    h.dense_layers = 1;
+    h.dense_layers = h.layers;
     // An EAGLE head on an MoE target is a dense layer as wide as the target's active MLP.
     if (h.intermediate == 0) h.intermediate = target.experts_per_token * target.expert_intermediate + target.shared_intermediate;
   }
@@ -120,15 +122,27 @@ std::optional<ModelSpec> proposer_model(const SpeculativeConfig& c, const ModelS
   return h;
 }
 
-double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target) {
+double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target, const TargetWeightLayout& on_gpu) {
   const std::optional<ModelSpec> p = proposer_model(c, target);
   if (!p) return 0;
-  const double all = p->weight_bytes(Precision::kBf16);
-  if (c.info().proposer == Proposer::kDraftModel) return all;
-  // A head shares the target's input embedding (and, without its own vocabulary, its LM head).
-  double shared = static_cast<double>(p->embedding_params()) * 2.0;
-  if (c.info().draft_vocab == 0) shared += static_cast<double>(p->lm_head_params()) * 2.0;
-  return std::max(0.0, all - shared);
+  const SpeculativeMethod& m = c.info();
+  const double tp = std::max(1, on_gpu.tp);
+  if (m.proposer == Proposer::kDraftModel) return p->weight_bytes(Precision::kBf16) / tp;
+  const double embedding = static_cast<double>(p->embedding_params());
+  const double lm_head = static_cast<double>(p->lm_head_params());
+  if (!m.same_layer_kind) {
+    // A head shares the target's input embedding (and, without its own vocabulary, its LM head).
+    const double shared = 2.0 * (embedding + (m.draft_vocab == 0 ? lm_head : 0.0));
+    return std::max(0.0, p->weight_bytes(Precision::kBf16) - shared) / tp;
+  }
+  // MTP: ModelSpec::weight_bytes keeps embeddings and LM heads 16-bit (32-bit under fp32).
+  const bool wide = on_gpu.weights == Precision::kFp32 || on_gpu.weights == Precision::kTf32;
+  const double half = wide ? 4.0 : 2.0;
+  const double layers = p->weight_bytes(on_gpu.weights, on_gpu.routed_experts) - half * (embedding + lm_head);
+  const double experts = p->routed_expert_bytes(on_gpu.routed_experts);
+  const double hidden = static_cast<double>(p->hidden);
+  const double projection = static_cast<double>(p->layers) * half * (2.0 * hidden * hidden + 2.0 * hidden);
+  return std::max(0.0, layers - experts) / tp + experts / std::max(1, on_gpu.moe_shard) + projection;
 }
 
 std::int64_t proposer_kv_layers(const SpeculativeConfig& c, const ModelSpec& target) {

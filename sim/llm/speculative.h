@@ -71,12 +71,28 @@ struct SpeculativeConfig {
 std::vector<double> geometric_acceptance(double alpha, double decay, int k);
 
 // The proposer as a model the roofline can cost, for heads: one decoder layer of the target's
-// width (a dense layer for EAGLE, a layer of the target's kind for MTP) and an LM head over the
-// draft vocabulary. For draft_model: the draft. Empty for n-gram.
+// width (a dense layer for EAGLE; for MTP the target's num_nextn_predict_layers modules, at least
+// one, each a layer of the target's kind) and an LM head over the draft vocabulary. For
+// draft_model: the draft. Empty for n-gram.
 std::optional<ModelSpec> proposer_model(const SpeculativeConfig& c, const ModelSpec& target);
-// Bytes of proposer weights loaded beside the target (all GPUs together), at 16-bit: heads
-// without the embedding and LM head they share with the target.
-double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target);
+
+// How the target's weights lie on one GPU: its precisions (an MTP module is part of the target's
+// checkpoint and loads with its quantisation) and the split of its layers.
+struct TargetWeightLayout {
+  Precision weights = Precision::kBf16;
+  Precision routed_experts = Precision::kBf16;
+  int tp = 1;         // every layer's non-expert matrices split over TP
+  int moe_shard = 1;  // the routed experts split over this many GPUs (parallelism.h moe_shard_gpus)
+};
+// Bytes of proposer weights one GPU holds beside the target, without the embedding and LM head
+// a head shares with the target:
+//  - draft_model: the draft at 16-bit over TP;
+//  - EAGLE heads (their own 16-bit checkpoints): the layer and any own LM head over TP;
+//  - MTP: the modules' layers at the target's precisions, routed experts over the MoE shard and
+//    the rest over TP as the target's own layers, plus each module's input projection eh_proj
+//    (2 x hidden -> hidden) and its two norms, a plain 16-bit nn.Linear whole on every GPU
+//    (vLLM deepseek_mtp.py DeepSeekMultiTokenPredictorLayer).
+double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target, const TargetWeightLayout& on_gpu);
 // The proposer's layers that keep a KV cache in the target's blocks (vLLM allocates the draft's
 // KV layers in the same pool with the same block table).
 std::int64_t proposer_kv_layers(const SpeculativeConfig& c, const ModelSpec& target);

@@ -188,7 +188,8 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
       if (first) {
         // DeploymentSpec::resolve names the flag; a field from here is named by file and key.
         for (const auto& [flag, key] : {std::pair{"--card", "card"}, {"--tp", "tp"}, {"--pp", "pp"},
-                                        {"--dp", "dp"}, {"--weights", "weights"}, {"--kv-cache", "kv_cache"},
+                                        {"--dp", "dp"}, {"--enable-expert-parallel", "enable_expert_parallel"},
+                                        {"--weights", "weights"}, {"--kv-cache", "kv_cache"},
                                         {"--engine", "engine"}, {"--expert-imbalance", "expert_imbalance"}}) {
           if (g[key]) s.origin[flag] = w + "." + key;
         }
@@ -590,6 +591,22 @@ DecodePool resolve_decode_pool(const ScenarioSpec& s) {
   }
   if (s.policy == "static") {
     throw Error("--scheduler: static batching cannot join a decode pool's batch; pd-disaggregated accepts vllm-v1, prefill-first");
+  }
+  // A pool is 'N x CARD [tpK] [PRECISION]' and nothing more. The main deployment's PP, DP and
+  // EP would otherwise ride along into both pools (each DP rank a replica, each replica
+  // tp x pp x dp GPUs) while the pools' descriptions and plan --pd-search's prices count TP
+  // alone, so they are refused rather than half applied.
+  const DeploymentSpec& prefill_spec = s.deployment;
+  if (prefill_spec.dp > 1 || prefill_spec.enable_expert_parallel || prefill_spec.pp > 1) {
+    const std::string flag = prefill_spec.dp > 1                   ? "--dp"
+                             : prefill_spec.enable_expert_parallel ? "--enable-expert-parallel"
+                                                                   : "--pp";
+    throw Error(s.attribute(
+        flag + ": not modelled beside disaggregated pools (--prefill-pool, --decode-pool, a disaggregation: "
+        "section): a pool has a card, TP, replicas and a precision only, and " + flag + " would multiply the GPUs "
+        "of every prefill and decode replica. A dense model's DP ranks are replicas: for '1x h200 tp1' with --dp 8 "
+        "give --prefill-pool '8x h200'; pipeline stages and DP attention with expert parallelism are modelled for "
+        "aggregated serving only (docs/deployment-options.md#prefilldecode-disaggregation)"));
   }
   if (s.kv_link.empty()) {
     std::string names;

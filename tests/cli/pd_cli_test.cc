@@ -68,4 +68,50 @@ TEST_CASE("pd cli: plan --pd-search --report is refused, not silently left unwri
   const auto r = run_capsim("plan --pd-search --model llama-3.1-8b --rate 1 --requests 5 --report /tmp/capsim-pd-report.html -q");
   CHECK(r.status == 2);
   CHECK(has(r.err, "--report: not available with --pd-search"));
+// Issue #33 item 7: --dp / --enable-expert-parallel / --pp beside pools used to ride along into
+// both pools ('1x h200 tp8' pools with --dp 8 --enable-expert-parallel ran 8 + 8 DP ranks of
+// 8 GPUs, 128 GPUs, while the report said 1 x h200 tp8 per pool). Pools have no DP, EP or PP.
+TEST_CASE("pd cli: data, expert and pipeline parallelism beside pools exit 2 naming both flags", "[pd]") {
+  const std::string pools = "--prefill-pool '1x h200 tp8' --decode-pool '1x h200 tp8' --kv-link ib-ndr-400 "
+                            "--rate 1 --requests 5 -q ";
+  auto r = run_capsim("simulate --model deepseek-v3 " + pools + "--dp 8 --enable-expert-parallel");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--dp: not modelled beside disaggregated pools (--prefill-pool, --decode-pool, a disaggregation: "
+                   "section): a pool has a card, TP, replicas and a precision only"));
+  CHECK(has(r.err, "A dense model's DP ranks are replicas: for '1x h200 tp1' with --dp 8 give --prefill-pool '8x h200'"));
+  CHECK(r.out.empty());
+  r = run_capsim("simulate --model deepseek-v3 " + pools + "--enable-expert-parallel");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--enable-expert-parallel: not modelled beside disaggregated pools"));
+  r = run_capsim("simulate --model llama-3.1-8b " + pools + "--pp 2");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--pp: not modelled beside disaggregated pools"));
+  // Only the decode pool given: the prefill pool is --card/--tp, and --dp still may not ride along.
+  r = run_capsim("simulate --model llama-3.1-8b --decode-pool '1x h100-sxm' --kv-link ib-ndr-400 --dp 2 "
+                 "--rate 1 --requests 5 -q");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, "--dp: not modelled beside disaggregated pools"));
+  capsim_test::Scratch tmp("pd-dp");
+  const std::string y = tmp.write("pd.yaml",
+                                  "model: qwen3-30b-a3b\n"
+                                  "deployment: {card: h100-sxm, tp: 2, dp: 2, enable_expert_parallel: true}\n"
+                                  "disaggregation:\n"
+                                  "  prefill: {card: h100-sxm, tp: 2}\n"
+                                  "  decode: {card: h100-sxm, tp: 2}\n"
+                                  "  kv_link: nvlink-h100\n"
+                                  "workload: {rate: 1, requests: 5}\n");
+  r = run_capsim("simulate '" + y + "' -q");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, y + ": deployment.dp: not modelled beside disaggregated pools"));
+  const std::string ep = tmp.write("ep.yaml",
+                                   "model: qwen3-30b-a3b\n"
+                                   "deployment: {card: h100-sxm, enable_expert_parallel: true}\n"
+                                   "disaggregation:\n"
+                                   "  prefill: {card: h100-sxm, tp: 2}\n"
+                                   "  decode: {card: h100-sxm, tp: 2}\n"
+                                   "  kv_link: nvlink-h100\n"
+                                   "workload: {rate: 1, requests: 5}\n");
+  r = run_capsim("simulate '" + ep + "' -q");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, ep + ": deployment.enable_expert_parallel: not modelled beside disaggregated pools"));
 }

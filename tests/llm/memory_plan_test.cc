@@ -129,6 +129,26 @@ TEST_CASE("memory: llama-3.1-8b on one h100-sxm, vLLM defaults, by hand", "[llm]
   CHECK(p.weights / kGiB == Approx(14.9575).margin(0.0001));
 }
 
+TEST_CASE("memory: llama-3.1-8b on one h200 budgets what CUDA reports, by hand", "[llm][memory]") {
+  // The H200 card's memory_visible is 143156 MiB, what torch reports on an H200 (card file
+  // reference visible-h200); the datasheet's 141 GB (131.32 GiB) was budgeted before.
+  //   visible = 143,156 x 2^20 = 150,109,945,856 B (139.80 GiB); budget 0.9 x = 135,098,951,270.4
+  //   kv = 135,098,951,270.4 - 16,060,522,496 - 1,050,673,152 - 1,921,997,864.96
+  //      = 116,065,757,757.44 B; / 2,097,152 = 55,344.47 -> 55,344 blocks = 885,504 tokens;
+  //   sequences of 4096 tokens: 55,344 / 256 = 216.
+  // (With 141e9 B: 51,434 blocks.) The H200 takes vLLM's large-card defaults as the H100 does.
+  const Deployment d = deploy("llama-3.1-8b", "h200");
+  const MemoryPlan p = plan_memory(d, 4096);
+  CHECK(p.visible == 150'109'945'856.0);
+  CHECK(p.budget == Approx(135'098'951'270.4).epsilon(1e-14));
+  CHECK(p.activations == kLlama8bActivations);
+  CHECK(p.kv_cache == Approx(116'065'757'757.44).epsilon(1e-12));
+  CHECK(p.kv_blocks == 55'344);
+  CHECK(p.kv_tokens == 885'504);
+  CHECK(p.max_sequences_at_context == 216);
+  CHECK(p.fits);
+}
+
 TEST_CASE("memory: an fp8 KV cache holds twice the tokens", "[llm][memory]") {
   const Deployment d = deploy("llama-3.1-8b", "h100-sxm", 1, Precision::kBf16, Precision::kFp8);
   const MemoryPlan p = plan_memory(d, 4096);

@@ -115,7 +115,7 @@ TEST_CASE("speculative: proposer memory, by hand", "[speculative][memory]") {
   //   attention: q 4096x4096 + k,v 2 x 4096x1024 + o 4096x4096 = 41,943,040
   //   MLP: 3 x 4096 x 14336 = 176,160,768;  norms: 2 x 4096 = 8,192 (+ the final norm 4,096)
   //   LM head: 32000 x 4096 = 131,072,000;  sum 349,188,096 params = 698,376,192 B.
-  CHECK(proposer_weight_bytes(*d.speculative, d.model) == Approx(698'376'192.0).epsilon(1e-4));
+  CHECK(proposer_weight_bytes(*d.speculative, d.model, TargetWeightLayout{}) == Approx(698'376'192.0).epsilon(1e-4));
   const MemoryPlan spec = plan_memory(d, 2048);
   CHECK(spec.proposer_weights == Approx(698'376'192.0).epsilon(1e-4));
   CHECK(plain.kv_cache - spec.kv_cache == Approx(spec.proposer_weights));
@@ -125,6 +125,51 @@ TEST_CASE("speculative: proposer memory, by hand", "[speculative][memory]") {
   d.speculative = config("ngram", 3, {0.5, 0.5, 0.5});
   const MemoryPlan ngram = plan_memory(d, 2048);
   CHECK(ngram.kv_blocks == plain.kv_blocks);
+}
+
+TEST_CASE("speculative: an MTP module is the target's own fp8 layer, split as its layers are, by hand",
+          "[speculative][memory]") {
+  // DeepSeek-V3 (= R1's shapes, models/deepseek-v3/config.json): num_nextn_predict_layers 1, one
+  // MoE decoder layer loaded with the checkpoint's fp8 quantisation (vLLM deepseek_mtp.py passes
+  // the target's quant_config), plus eh_proj and two norms in 16-bit; embedding and LM head are
+  // the target's. hidden 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128,
+  // 256 routed experts + 1 shared of 2048.
+  //   MLA: q_a 7168x1536 + 1536 + q_b 1536x128x192 + kv_a 7168x576 + 512 + kv_b 512x128x256
+  //        + o 128x128x7168 = 187,107,328 (linear: 187,105,280)
+  //   routed experts 256 x 3 x 7168 x 2048 = 11,274,289,152; shared 3 x 7168 x 2048 = 44,040,192
+  //   router 7168 x 256 + 256 (noaux_tc bias) = 1,835,264; norms 3 x 7168 = 21,504
+  // fp8 (ModelSpec::weight_bytes: 1 B a linear weight + one fp32 scale per output row, the rest
+  // 16-bit): rows attention 128x192 + 2x128x192 + 7168 = 80,896, shared 2x2048 + 7168 = 11,264,
+  // routed 256 x (2x2048 + 7168) = 2,883,584.
+  //   routed experts: 11,274,289,152 + 4 x 2,883,584                        = 11,285,823,488 B
+  //   the rest of the layer: 187,105,280 + 44,040,192 + 4 x (80,896 + 11,264)
+  //                          + 2 x (21,504 + 2,048 + 1,835,264)             =    235,231,744 B
+  //   eh_proj + enorm + hnorm: 2 x (2 x 7168 x 7168 + 2 x 7168)             =    205,549,568 B
+  // TP 1 x DP 8 with expert parallelism (8 GPUs): 11,285,823,488 / 8 + 235,231,744 + 205,549,568
+  //   = 1,851,509,248 B per GPU (1.72 GiB). Before: the layer at 16-bit over TP alone,
+  //   2 x 11,507,293,440 = 23,014,586,880 B (21.43 GiB) on every GPU.
+  scenario::DeploymentSpec spec;
+  spec.model = "deepseek-v3";
+  spec.card = "h200";
+  spec.tp = 1;
+  spec.dp = 8;
+  spec.enable_expert_parallel = true;
+  spec.speculative_config = R"({"method": "deepseek_mtp"})";
+  const Deployment ep = spec.resolve();
+  CHECK(ep.model.mtp_layers == 1);
+  CHECK(ep.weights == Precision::kFp8);
+  const MemoryPlan with_mtp = plan_memory(ep, 4096);
+  CHECK(with_mtp.proposer_weights == Approx(1'851'509'248.0).epsilon(1e-12));
+  Deployment plain = ep;
+  plain.speculative.reset();
+  CHECK(plan_memory(plain, 4096).kv_cache - with_mtp.kv_cache == Approx(1'851'509'248.0).epsilon(1e-9));
+  CHECK(with_mtp.fits);
+  // TP 8 without expert parallelism: every expert sliced over the same 8 GPUs, the rest too.
+  //   (11,285,823,488 + 235,231,744) / 8 + 205,549,568 = 1,645,681,472 B per GPU.
+  spec.tp = 8;
+  spec.dp = 1;
+  spec.enable_expert_parallel = false;
+  CHECK(plan_memory(spec.resolve(), 4096).proposer_weights == Approx(1'645'681'472.0).epsilon(1e-12));
 }
 
 TEST_CASE("speculative: the verify step is a (k+1)-token decode plus the proposer's passes", "[speculative][cost]") {
