@@ -68,6 +68,8 @@ TEST_CASE("pd cli: plan --pd-search --report is refused, not silently left unwri
   const auto r = run_capsim("plan --pd-search --model llama-3.1-8b --rate 1 --requests 5 --report /tmp/capsim-pd-report.html -q");
   CHECK(r.status == 2);
   CHECK(has(r.err, "--report: not available with --pd-search"));
+}
+
 // Issue #33 item 7: --dp / --enable-expert-parallel / --pp beside pools used to ride along into
 // both pools ('1x h200 tp8' pools with --dp 8 --enable-expert-parallel ran 8 + 8 DP ranks of
 // 8 GPUs, 128 GPUs, while the report said 1 x h200 tp8 per pool). Pools have no DP, EP or PP.
