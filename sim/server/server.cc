@@ -204,7 +204,6 @@ class Session : public std::enable_shared_from_this<Session> {
       const unsigned capacity = server_.workers + server_.opt.queue;
       unsigned& mine = server_.admitted_by_client[client_];
       if (mine >= server_.per_client) {
-        if (mine == 0) server_.admitted_by_client.erase(client_);
         retry_after_ = true;
         return send_error(429, "this client (" + client_ + ") already has " + std::to_string(server_.per_client) +
                                    " simulations admitted, its share of the server (capsim serve --max-jobs-per-client); "
