@@ -17,6 +17,7 @@
 #include "sim/hardware/card.h"
 #include "tests/calibration/synthetic.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -205,10 +206,7 @@ TEST_CASE("vidur: the reference H100 profiles fit close to the card file's const
   // The h100-sxm card's 0.78 / 0.76 were read off these same Vidur medians (its references
   // vidur-h100-linear); the least-squares fit over all 224 linear-operator rows lands near them.
   const std::string dir = std::string(CAPSIM_SHARED_DIR) + "/reference/vidur_profiles";
-  if (!std::filesystem::is_directory(dir)) {
-    WARN("skipped: " << dir << " not found");
-    return;
-  }
+  CAPSIM_REQUIRE_SHARED(dir);
   VidurReport rep;
   // The derived file names models by Hugging Face id; their shapes (Llama-2-7B, Llama-2-70B).
   const VidurShapeResolver shapes = [](const std::string& id) -> std::optional<VidurModelShape> {

@@ -17,6 +17,7 @@
 
 #include "sim/hardware/card.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -363,8 +364,7 @@ TEST_CASE("cli: an A100 80GB offers the 79.25 GiB CUDA reports, so Llama-3.1-70B
 TEST_CASE("cli: an answer that cannot be written to stdout is a failed run", "[cli][errors]") {
   // /dev/full refuses every write (ENOSPC): before, `--json - > /dev/full` exited 0, the answer lost.
   if (!std::filesystem::exists("/dev/full")) {
-    WARN("skipped: no /dev/full on this system");
-    return;
+    CAPSIM_SKIP("no /dev/full on this system");
   }
   for (const char* args : {"fit > /dev/full", "simulate -q -n 5 --rate 1 --json - > /dev/full"}) {
     const Result r = run_capsim(args);

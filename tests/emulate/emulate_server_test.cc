@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/skip.h"
+
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
 #endif
@@ -267,8 +269,7 @@ TEST_CASE("emulate server: out of file descriptors it waits instead of spinning,
   // The sanitizers' runtime needs descriptors of its own (UBSan's vptr check probes memory
   // through a pipe): out of them, it reports the emulator's valid timer as an invalid object
   // and stops the process. The plain build (ctest) runs this test.
-  WARN("skipped: needs a process that can run out of file descriptors; the sanitizer runtime cannot");
-  return;
+  CAPSIM_SKIP("needs a process that can run out of file descriptors; the sanitizer runtime cannot");
 #endif
   Emulator emu("--model llama-3.1-8b --card h100-sxm", "ulimit -n 64; ");
   const unsigned short port = emu.port();

@@ -17,6 +17,7 @@
 #include "sim/scenario/scenario.h"
 #include "sim/report/plot.h"
 #include "tests/check/cli_run.h"
+#include "tests/support/skip.h"
 
 using capsim_test::run_capsim;
 using capsim_test::has;
@@ -139,9 +140,7 @@ TEST_CASE("report: the HTML reports render their charts in headless Chromium wit
           "[report][chromium]") {
   const std::string chromium = find_chromium();
   if (chromium.empty()) {
-    WARN("chromium is not installed: the report is not rendered (scripts/setup.sh installs it for CI)");
-    SUCCEED("skipped: requires chromium");
-    return;
+    CAPSIM_SKIP("chromium is not installed: the report is not rendered (scripts/setup.sh installs it for CI)");
   }
   Scratch tmp("render");
   const std::string sim = tmp.file("sim.html");

@@ -14,6 +14,7 @@
 #include "sim/core/error.h"
 #include "sim/core/rng.h"
 #include "sim/core/stats.h"
+#include "tests/support/skip.h"
 
 #ifndef CAPSIM_SHARED_DIR
 #error "CAPSIM_SHARED_DIR must name the shared data folder (the build defines it)"
@@ -300,6 +301,7 @@ TEST_CASE("distributions: lognormal by mean and p99", "[workload][dist]") {
 }
 
 TEST_CASE("distributions: empirical draws from a CSV column", "[workload][dist]") {
+  CAPSIM_REQUIRE_SHARED(std::string(CAPSIM_SHARED_DIR) + "/traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv");
   // ShareGPT (filtered, llama2 tokenizer) prompt lengths. The column's mean and sd, computed
   // once with:
   //   awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="num_prefill_tokens") c=i; next}

@@ -17,6 +17,7 @@
 
 #include "sim/core/error.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/skip.h"
 
 #ifndef CAPSIM_SHARED_DIR
 #error "CAPSIM_SHARED_DIR must name the shared data folder (the build defines it)"
@@ -133,6 +134,7 @@ TEST_CASE("parse_trace_format accepts the four names and rejects others", "[trac
 }
 
 TEST_CASE("the format is detected from the first line", "[trace]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   using capsim::detect_trace_format;
   CHECK(detect_trace_format(kTraces + "AzureLLMInferenceTrace_code.csv") == TraceFormat::kAzure);
   CHECK(detect_trace_format(kTraces + "AzureLLMInferenceTrace_conv.csv") == TraceFormat::kAzure);
@@ -168,6 +170,7 @@ TEST_CASE("the format is detected from the first line", "[trace]") {
 // Real traces
 
 TEST_CASE("Azure code trace: first records, counts and token sums", "[trace][azure]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   const std::string path = kTraces + "AzureLLMInferenceTrace_code.csv";
   // head -4 AzureLLMInferenceTrace_code.csv (CRLF line ends):
   //   TIMESTAMP,ContextTokens,GeneratedTokens
@@ -202,6 +205,7 @@ TEST_CASE("Azure code trace: first records, counts and token sums", "[trace][azu
 }
 
 TEST_CASE("Azure conversation trace: first records, counts and token sums", "[trace][azure]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   const std::string path = kTraces + "AzureLLMInferenceTrace_conv.csv";
   // head -4 AzureLLMInferenceTrace_conv.csv:
   //   TIMESTAMP,ContextTokens,GeneratedTokens
@@ -233,6 +237,7 @@ TEST_CASE("Azure conversation trace: first records, counts and token sums", "[tr
 
 TEST_CASE("Mooncake conversation trace: first records, counts, sums and hash ids",
           "[trace][mooncake]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   const std::string path = kTraces + "conversation_trace.jsonl";
   // head -3 conversation_trace.jsonl:
   //   {"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, ..., 13]}
@@ -276,6 +281,7 @@ TEST_CASE("Mooncake conversation trace: first records, counts, sums and hash ids
 }
 
 TEST_CASE("Mooncake synthetic trace: counts and sums", "[trace][mooncake]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   const std::string path = kTraces + "synthetic_trace.jsonl";
   // head -4 synthetic_trace.jsonl (timestamps 0, 0, 40, 277 ms):
   //   {"timestamp": 0, "input_length": 40160, "output_length": 6, "hash_ids": [0, 1, ..., 78]}
@@ -306,6 +312,7 @@ TEST_CASE("Mooncake synthetic trace: counts and sums", "[trace][mooncake]") {
 }
 
 TEST_CASE("BurstGPT slice: failed rows skipped, counts and sums", "[trace][burstgpt]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   const std::string path = kTraces + "BurstGPT_1_first400rows.csv";
   // head -4 BurstGPT_1_first400rows.csv:
   //   Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type
@@ -338,6 +345,7 @@ TEST_CASE("BurstGPT slice: failed rows skipped, counts and sums", "[trace][burst
 }
 
 TEST_CASE("time_scale multiplies the gaps between arrivals", "[trace]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   for (const std::string name : {"AzureLLMInferenceTrace_code.csv", "conversation_trace.jsonl",
                                  "BurstGPT_1_first400rows.csv"}) {
     CAPTURE(name);
@@ -519,6 +527,7 @@ TEST_CASE("missing, empty and header-only files", "[trace][errors]") {
 }
 
 TEST_CASE("Azure: bad timestamps, tokens, columns and order", "[trace][errors][azure]") {
+  CAPSIM_REQUIRE_SHARED(kTraces);
   TempDir tmp;
   const std::string ok = "2023-11-16 18:17:03.9799600,4808,10\n";
   const auto bad_row = [&](const std::string& row) {
