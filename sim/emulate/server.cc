@@ -219,7 +219,8 @@ class Emulator {
     const SimTime arrival = sim_now();
     net::post(parse_pool_, [this, s, endpoint, arrival, body = std::move(req.body())]() mutable {
       ParseOutcome p = parse_request(endpoint, body);
-      net::post(io_, [this, s, endpoint, arrival, p = std::move(p)]() mutable {
+      // The session's reference moves back to the I/O thread, where a session must end.
+      net::post(io_, [this, s = std::move(s), endpoint, arrival, p = std::move(p)]() mutable {
         start_call(s, endpoint, std::move(p), arrival);
       });
     });

@@ -227,7 +227,9 @@ class Session : public std::enable_shared_from_this<Session> {
     auto executor = stream_.get_executor();
     asio::post(*server_.light_pool, [self = shared_from_this(), e, body = std::move(request_.body()), executor]() mutable {
       auto prepared = std::make_shared<Prepared>(prepare_or_refuse(e, body, self->server_.opt.limits));
-      asio::post(executor, [self, prepared] { self->on_prepared(std::move(*prepared)); });
+      // The reference moves to the I/O thread: a session must end there (its destructor leaves
+      // the connection table, which only that thread touches).
+      asio::post(executor, [self = std::move(self), prepared] { self->on_prepared(std::move(*prepared)); });
     });
   }
 
@@ -276,7 +278,7 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     asio::thread_pool& lane = light_ ? *server_.light_pool : *server_.pool;
-    asio::post(lane, [self = shared_from_this(), job = std::move(job), progress, executor] {
+    asio::post(lane, [self = shared_from_this(), job = std::move(job), progress, executor]() mutable {
       int status = 200;
       std::string body;
       try {
@@ -302,7 +304,9 @@ class Session : public std::enable_shared_from_this<Session> {
       } else {
         --self->server_.admitted;
       }
-      asio::post(executor, [self, status, body = std::move(body)]() mutable { self->on_done(status, std::move(body)); });
+      asio::post(executor, [self = std::move(self), status, body = std::move(body)]() mutable {
+        self->on_done(status, std::move(body));
+      });
     });
   }
 
