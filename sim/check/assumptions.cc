@@ -538,12 +538,14 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
       }
       if (!rows.empty()) rows.front().seconds += take_sim_time();
     } else if (e.kind == "fits_in_memory") {
-      Row r = base_row("context " + std::to_string(e.context), "tokens");
+      // The verdict fit, compare and plan give (plan_fit), at the context asked about.
+      const long long context = e.context ? *e.context : fit_context(built->config.groups.front().deployment);
+      Row r = base_row("context " + std::to_string(context), "tokens");
       double min_tokens = INFINITY;
       bool fits = true;
       std::string why;
       for (const ReplicaGroup& g : built->config.groups) {
-        const MemoryPlan mp = plan_memory(g.deployment, e.context);
+        const MemoryPlan mp = plan_fit(g.deployment, context);
         min_tokens = std::min(min_tokens, static_cast<double>(mp.kv_tokens));
         if (!mp.fits && fits) {
           fits = false;
@@ -551,7 +553,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
                 ": " + mp.reason;
         }
       }
-      lower(r, min_tokens, static_cast<double>(e.context));
+      lower(r, min_tokens, static_cast<double>(context));
       r.passed = fits;
       if (!fits) {
         r.margin.reset();

@@ -10,6 +10,7 @@
 #include "sim/core/run_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/llm/memory_plan.h"
 #include "sim/plan/costs.h"
 #include "sim/plan/prices.h"
 #include "sim/plan/search.h"
@@ -177,10 +178,27 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * per_replica;
     }
   }
+  // A deployment that cannot hold one ordinary request does not run: the simulator would cap its
+  // max_model_len at its KV cache and reject every request, a row of zeros "limited by idle".
+  for (CompareRow& r : rows) {
+    try {
+      for (const ReplicaGroup& g : resolve_groups(apply_groups(base, r.groups))) {
+        const MemoryPlan fit = plan_fit(g.deployment);
+        if (!fit.fits) {
+          r.fits = false;
+          r.error = does_not_fit_message(g.deployment, fit);
+          break;
+        }
+      }
+    } catch (const Error&) {
+      // Left to the run below, which reports it as it always has.
+    }
+  }
   plan::run_parallel(
       rows.size(), plan::default_threads(),
       [&](std::size_t i) {
         CompareRow& r = rows[i];
+        if (!r.fits) return;
         try {
           ScenarioSpec s = apply_groups(base, r.groups);
           r.eval = plan::evaluate(s, s.replicas, o.min_goodput);
@@ -192,7 +210,9 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   // Every row failed with the same message: the input they share (the workload, a flag) is at
   // fault, not a deployment (a deployment's failure names its card or TP). That is bad input
   // (exit 2), not a table of failures under "no deployment meets every SLO" (exit 1).
-  if (std::all_of(rows.begin(), rows.end(), [&](const CompareRow& r) { return !r.error.empty() && r.error == rows.front().error; })) {
+  if (std::all_of(rows.begin(), rows.end(), [&](const CompareRow& r) {
+        return r.fits && !r.error.empty() && r.error == rows.front().error;
+      })) {
     throw Error(rows.front().error);
   }
   // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
@@ -265,6 +285,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                         {"best", static_cast<int>(i) == best}};
     if (!r.error.empty()) {
       x["error"] = r.error;
+      if (!r.fits) x["fits"] = false;
     } else {
       const SimulationResult& s = r.eval.result;
       x["slos_met"] = r.eval.verdict.met;
@@ -295,8 +316,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const CompareRow& r = rows[i];
       if (!r.error.empty()) {
-        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-", "n/a",
-               r.error.substr(0, 60)});
+        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
+               r.fits ? "n/a" : "does not fit", r.error.substr(0, 60)});
         continue;
       }
       const SimulationResult& s = r.eval.result;

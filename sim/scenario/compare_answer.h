@@ -47,7 +47,10 @@ struct CompareRow {
   int cards = 0;
   double usd_per_hour = 0;
   plan::Evaluation eval;
-  std::string error;
+  std::string error;  // why it did not run (then eval is empty)
+  // false: a group cannot hold one ordinary request (plan_fit, the verdict of `fit` and `plan`);
+  // error says which and why, and nothing was simulated.
+  bool fits = true;
 };
 
 struct CompareAnswer {
