@@ -22,29 +22,59 @@
 namespace capsim::scenario {
 
 const char* const kDeploymentForm =
-    "accepted: 'N x CARD [tpK] [PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
-    "'1x h100-sxm fp8', '1x h100-sxm + 2x rtx-4090'";
+    "accepted: 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
+    "'1x h100-sxm fp8', '1x h100-sxm kv:fp8', '1x h100-sxm + 2x rtx-4090'";
 
 namespace {
 
+// The scenario on these groups. The first group keeps the scenario's weights and KV precision
+// unless it names its own (inherit_scenario_precisions put them in the group).
 ScenarioSpec apply_groups(ScenarioSpec s, const std::vector<GroupSpec>& groups) {
   s.deployment.card = groups[0].card;
   s.deployment.tp = groups[0].tp;
   s.deployment.weights = groups[0].weights;
-  s.deployment.kv_cache = "auto";
+  s.deployment.kv_cache = groups[0].kv_cache;
+  // A message about what the deployment text names names the flag, not the scenario file's field.
+  for (const char* flag : {"--card", "--tp"}) s.origin.erase(flag);
+  if (groups[0].weights_named) s.origin.erase("--weights");
+  if (groups[0].kv_cache_named) s.origin.erase("--kv-cache");
   s.replicas = groups[0].replicas;
   s.extra_groups.clear();
   for (std::size_t i = 1; i < groups.size(); ++i) {
-    s.extra_groups.push_back({groups[i].card, groups[i].tp, groups[i].replicas, groups[i].weights, ""});
+    const GroupSpec& g = groups[i];
+    s.extra_groups.push_back({g.card, g.tp, g.replicas, g.weights, "", g.kv_cache});
   }
   return s;
 }
 
-std::string describe(const std::vector<GroupSpec>& groups) {
+// The first group's weights and KV precision where its text names none: the scenario's, as
+// `simulate --card CARD` runs them (follow_card_defaults: a 16-bit default of the scenario's card
+// becomes the new card's own). Before, every deployment ran "auto", so `compare -d '1x h100-sxm'`
+// on a scenario with an fp8 KV cache ran a 16-bit one and disagreed with `simulate`.
+void inherit_scenario_precisions(const DeploymentSpec& scenario, GroupSpec& g) {
+  ScenarioSpec on_card;
+  on_card.deployment = scenario;
+  on_card.deployment.card = g.card;
+  follow_card_defaults(on_card, scenario, {false, false, true, true});
+  if (!g.weights_named) g.weights = on_card.deployment.weights;
+  if (!g.kv_cache_named) g.kv_cache = on_card.deployment.kv_cache;
+}
+
+// "2x rtx-4090 tp2 fp8 kv:fp8 + 1x h100-sxm". A precision is shown where the text named one, or
+// where the first group inherited one from the scenario that is not its card's 16-bit default.
+std::string describe(const std::vector<GroupSpec>& groups, const DeploymentSpec& scenario) {
+  const Precision scenario_half = native_half(cards().find(scenario.card));
+  const auto shown = [&](const std::string& value, bool named, bool first) {
+    if (value == "auto") return false;
+    return named || (first && parse_precision(value, "deployment") != scenario_half);
+  };
   std::string out;
-  for (const auto& g : groups) {
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const GroupSpec& g = groups[i];
     out += (out.empty() ? "" : " + ") + std::to_string(g.replicas) + "x " + g.card +
-           (g.tp > 1 ? " tp" + std::to_string(g.tp) : "") + (g.weights != "auto" ? " " + g.weights : "");
+           (g.tp > 1 ? " tp" + std::to_string(g.tp) : "") +
+           (shown(g.weights, g.weights_named, i == 0) ? " " + g.weights : "") +
+           (shown(g.kv_cache, g.kv_cache_named, i == 0) ? " kv:" + g.kv_cache : "");
   }
   return out;
 }
@@ -98,12 +128,22 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
         if (tp_given) throw Error(where + ": a second TP in one group; " + kDeploymentForm);
         tp_given = true;
         g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
+      } else if (w[i].rfind("kv:", 0) == 0) {
+        const std::string where = flag + " '" + text + "': " + w[i];
+        if (g.kv_cache_named) throw Error(where + ": a second KV precision in one group; " + kDeploymentForm);
+        g.kv_cache_named = true;
+        g.kv_cache = w[i].substr(3);
+        if (g.kv_cache != "auto" && !is_kv_cache_precision(parse_precision(g.kv_cache, where))) {
+          throw Error(where + ": not a KV-cache precision capsim models; accepted: kv:auto, kv:fp32, kv:bf16, "
+                      "kv:fp16, kv:fp8");
+        }
       } else {
         parse_precision(w[i], flag + " '" + text + "'");
         if (weights_given) {
           throw Error(flag + " '" + text + "': " + w[i] + ": a second precision in one group; " + kDeploymentForm);
         }
         weights_given = true;
+        g.weights_named = true;
         g.weights = w[i];
       }
     }
@@ -166,7 +206,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                                    (bd.dp > 1 ? " dp" + std::to_string(bd.dp) : std::string()) +
                                    (bd.enable_expert_parallel ? " ep" : "");
   for (CompareRow& r : rows) {
-    r.name = describe(r.groups);
+    inherit_scenario_precisions(bd, r.groups.front());
+    r.name = describe(r.groups, bd);
     if (!first_suffix.empty()) {
       const std::size_t cut = r.name.find(" + ");
       r.name.insert(cut == std::string::npos ? r.name.size() : cut, first_suffix);

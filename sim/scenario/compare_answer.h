@@ -23,6 +23,10 @@ struct GroupSpec {
   std::string card;
   int tp = 1;
   std::string weights = "auto";
+  std::string kv_cache = "auto";  // 'kv:PRECISION'
+  // Whether the text named them. compare's first group runs the scenario's precisions where the
+  // text names none (as `simulate --card` would); a later group runs "auto".
+  bool weights_named = false, kv_cache_named = false;
 };
 
 // The accepted deployment forms, for messages and --help.
@@ -32,7 +36,7 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
 
 struct CompareRequest {
   ScenarioSpec base;
-  std::vector<std::string> deployments;  // 'N x CARD [tpK] [PRECISION]' joined by '+'
+  std::vector<std::string> deployments;  // 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+'
   std::string search_mix;                // "CARD_A,CARD_B": every mix up to max_cards
   int max_cards = 8;
   std::optional<double> min_goodput;

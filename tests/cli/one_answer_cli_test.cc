@@ -49,3 +49,57 @@ TEST_CASE("fit, compare and plan agree that 70B fp8 on one H100 does not fit", "
   REQUIRE(pj["rejected"].size() == 1);
   CHECK(pj["rejected"][0]["reason"] == "does not fit: " + why);
 }
+
+namespace {
+
+// compare's row and simulate's run of the same deployment: the same numbers and SLO verdict.
+void check_same_run(const nlohmann::json& sim, const nlohmann::json& row) {
+  for (const char* k : {"median_ttft_ms", "p95_ttft_ms", "p95_tpot_ms", "p95_e2el_ms", "output_throughput"}) {
+    INFO(k);
+    CHECK(row[k].get<double>() == Approx(sim[k].get<double>()).epsilon(1e-12));
+  }
+  bool all_met = true;
+  for (const auto& s : sim["capsim"]["slos"]) all_met = all_met && s["met"].get<bool>();
+  CHECK(row["slos_met"].get<bool>() == all_met);
+}
+
+}  // namespace
+
+TEST_CASE("compare runs the scenario's KV-cache precision, as simulate does", "[answers][cli]") {
+  // The 500-user chatbot with an fp8 KV cache. Before, compare ran every deployment with a
+  // 16-bit KV cache: TTFT p95 1.56 s (INCONCLUSIVE) where simulate gives 205 ms (PASS).
+  capsim_test::Scratch tmp("kvfp8");
+  std::string yaml = capsim_test::read_all(std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml");
+  const auto at = yaml.find("kv_cache: bf16");
+  REQUIRE(at != std::string::npos);
+  yaml.replace(at, 14, "kv_cache: fp8");
+  const std::string file = tmp.write("chatbot-fp8-kv.yaml", yaml);
+
+  const auto sim = json_of(run_capsim("simulate '" + file + "' -q --json -"));
+  CHECK(sim["p95_ttft_ms"].get<double>() < 1000);
+  const auto cmp = run_capsim("compare '" + file + "' -d '1x h100-sxm' -q --json -");
+  CHECK(cmp.status == 0);
+  const auto row = json_of(cmp)["deployments"][0];
+  CHECK(row["deployment"] == "1x h100-sxm kv:fp8");  // the name says what ran
+  check_same_run(sim, row);
+
+  // The same through compare's own flag and a deployment's kv: word, on the bf16 scenario.
+  const std::string bf16 = "workloads/chatbot-500-users.yaml";
+  const auto by_flag = json_of(run_capsim("compare " + bf16 + " --kv-cache fp8 -d '1x h100-sxm' -q --json -"));
+  check_same_run(sim, by_flag["deployments"][0]);
+  const auto by_word = json_of(run_capsim("compare " + bf16 + " -d '1x h100-sxm kv:fp8' -d '1x h100-sxm' -q --json -"));
+  REQUIRE(by_word["deployments"].size() == 2);
+  check_same_run(sim, by_word["deployments"][0]);
+  // The unnamed one keeps the scenario's bf16 KV cache: simulate's numbers for the file as it is.
+  check_same_run(json_of(run_capsim("simulate " + bf16 + " -q --json -")), by_word["deployments"][1]);
+  CHECK(by_word["deployments"][1]["deployment"] == "1x h100-sxm");
+
+  // A KV precision that is no KV precision, and kv: on a disaggregated pool, are bad input.
+  const auto bad = run_capsim("compare " + bf16 + " -d '1x h100-sxm kv:int4' -q");
+  CHECK(bad.status == 2);
+  CHECK(has(bad.err, "kv:int4: not a KV-cache precision"));
+  const auto pool = run_capsim("simulate " + bf16 + " --prefill-pool '1x h100-sxm kv:fp8' --decode-pool '1x h100-sxm' "
+                               "--kv-link nvlink-h100 -q");
+  CHECK(pool.status == 2);
+  CHECK(has(pool.err, "give --kv-cache instead of kv:"));
+}
