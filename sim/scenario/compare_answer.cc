@@ -221,7 +221,13 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   }
   // A deployment that cannot hold one ordinary request does not run: the simulator would cap its
   // max_model_len at its KV cache and reject every request, a row of zeros "limited by idle".
-  for (CompareRow& r : rows) {
+  // A --deployment that cannot be resolved (a TP that does not divide the heads, a precision
+  // the card lacks) is bad input, exit 2 naming it, not a row of "n/a" beside the good ones;
+  // unless every deployment fails alike, when the input they share is at fault. A searched
+  // mix's row keeps its message in the table.
+  std::vector<std::string> resolve_errors(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CompareRow& r = rows[i];
     try {
       for (const ReplicaGroup& g : resolve_groups(apply_groups(base, r.groups))) {
         const MemoryPlan fit = plan_fit(g.deployment);
@@ -231,9 +237,22 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
           break;
         }
       }
-    } catch (const Error&) {
-      // Left to the run below, which reports it as it always has.
+    } catch (const Error& e) {
+      resolve_errors[i] = e.what();
     }
+  }
+  bool shared = rows.size() > 1 && std::all_of(resolve_errors.begin(), resolve_errors.end(), [&](const std::string& e) {
+                  return !e.empty() && e == resolve_errors.front();
+                });
+  if (shared) {
+    try {
+      (void)resolve_groups(base);
+      shared = false;  // the scenario's own deployment resolves: the deployments named are at fault
+    } catch (const Error&) {
+    }
+  }
+  for (std::size_t i = 0; i < o.deployments.size() && !shared; ++i) {
+    if (!resolve_errors[i].empty()) throw Error("--deployment '" + o.deployments[i] + "': " + resolve_errors[i]);
   }
   plan::run_parallel(
       rows.size(), plan::default_threads(),
@@ -358,7 +377,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       const CompareRow& r = rows[i];
       if (!r.error.empty()) {
         t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
-               r.fits ? "n/a" : "does not fit", r.error.substr(0, 60)});
+               r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)});
         continue;
       }
       const SimulationResult& s = r.eval.result;
@@ -374,6 +393,17 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     }
     t.print(text);
     table = t;
+    // The table's cell holds the start of a reason; here each one whole, once, with the
+    // deployments it stopped.
+    std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
+    for (const CompareRow& r : rows) {
+      if (r.error.empty()) continue;
+      const auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == r.error; });
+      if (same == reasons.end()) reasons.emplace_back(r.error, r.name);
+      else same->second += ", " + r.name;
+    }
+    if (!reasons.empty()) text << "\n";
+    for (const auto& [message, names] : reasons) text << "  " << names << ": " << message << "\n";
     const auto ran = std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.error.empty(); });
     if (best >= 0) {
       const CompareRow& b = rows[static_cast<std::size_t>(best)];
@@ -383,7 +413,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                 << "\n";
       if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
     } else if (ran == 0) {
-      text << "\n  verdict: none of the deployments can run (the reasons are in the table)\n";
+      text << "\n  verdict: none of the deployments can run (the reasons are above)\n";
     } else {
       text << "\n  verdict: no deployment meets every SLO\n";
     }
