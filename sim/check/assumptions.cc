@@ -470,7 +470,10 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
           for (const SimulationResult& x : extra_runs) runs.push_back(&x);
           const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
           bool d_why_short = false;
-          upper(r, d.value, s.seconds);
+          // The value printed, its interval, the margin and the verdict are one estimate: the
+          // steady-state statistic the interval is centred on (the mean over seeds with
+          // --replications), not the whole measured window's, which can lie outside it.
+          upper(r, d.estimate, s.seconds);
           r.passed = d.decision == plan::Decision::kPass;
           r.inconclusive = d.decision == plan::Decision::kInconclusive;
           if (r.passed && !result->steady.analysed) {

@@ -103,3 +103,44 @@ TEST_CASE("compare runs the scenario's KV-cache precision, as simulate does", "[
   CHECK(pool.status == 2);
   CHECK(has(pool.err, "give --kv-cache instead of kv:"));
 }
+
+TEST_CASE("check prints, bounds and decides an SLO on the estimate simulate decides on", "[answers][check][cli]") {
+  // The 500-user chatbot on one bf16 H100: TTFT p95 over the whole measured window is 1.56 s, its
+  // steady-state estimate 998 ms with a 95% interval of 746 ms - 1.25 s. Before, check printed
+  // "1.56 s (95%: 745.88 ms - 1.25 s)", a margin of -56.3% from 1.56 s, and a verdict resting on
+  // 998 ms; the JSON and JUnit carried the same.
+  const std::string file = "workloads/chatbot-500-users.yaml";
+  for (const std::string seeds : {"1", "3"}) {
+    INFO("replications " << seeds);
+    capsim_test::Scratch tmp("check_estimate");
+    const std::string junit = tmp.file("check.xml");
+    const auto chk = run_capsim("check " + file + " -q --replications " + seeds + " --json - --junit '" + junit + "'");
+    CHECK(chk.status == 3);  // TTFT p95 inconclusive, TPOT p95 passes
+    const auto cj = json_of(chk);
+    const auto sim = json_of(run_capsim("simulate " + file + " -q --replications " + seeds + " --json -"));
+    const auto& rows = cj["assertions"][0]["checks"];
+    REQUIRE(rows.size() == 2);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& row = rows[i];
+      // simulate's decision of the same SLO: one run's steady-state interval, or over the seeds.
+      const auto& s = seeds == "1" ? sim["capsim"]["slos"][i] : sim["capsim"]["over_seeds"]["statistics"][i];
+      const double estimate_ms = seeds == "1" ? s["estimate_ms"].get<double>() : s["mean_ms"].get<double>();
+      INFO(row["item"].get<std::string>());
+      CHECK(row["measured"].get<double>() * 1e3 == Approx(estimate_ms).epsilon(1e-12));
+      CHECK(row["low"].get<double>() * 1e3 == Approx(s["low_ms"].get<double>()).epsilon(1e-12));
+      CHECK(row["high"].get<double>() * 1e3 == Approx(s["high_ms"].get<double>()).epsilon(1e-12));
+      CHECK(row["status"] == s["decision"]);
+      CHECK(row["low"].get<double>() <= row["measured"].get<double>());
+      CHECK(row["measured"].get<double>() <= row["high"].get<double>());
+      const double limit = row["limit"].get<double>();
+      CHECK(row["margin"].get<double>() == Approx((limit - row["measured"].get<double>()) / limit));
+    }
+    // The first run's TTFT p95 estimate, in the table and in JUnit, with the interval around it.
+    if (seeds == "1") {
+      CHECK(rows[0]["measured_text"] == "998.43 ms (95%: 745.88 ms - 1.25 s)");
+      const std::string xml = capsim_test::read_all(junit);
+      CHECK(has(xml, "measured 998.43 ms (95%: 745.88 ms - 1.25 s), limit &lt;= 1.00 s, margin +0.2%"));
+      CHECK_FALSE(has(xml, "1.56 s"));
+    }
+  }
+}
