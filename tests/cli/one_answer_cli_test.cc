@@ -144,3 +144,29 @@ TEST_CASE("check prints, bounds and decides an SLO on the estimate simulate deci
     }
   }
 }
+
+TEST_CASE("simulate's HTML report gives the SLO verdicts its text and JSON give", "[answers][report][cli]") {
+  // The 500-user chatbot on one bf16 H100: TTFT p95 is INCONCLUSIVE (998 ms, interval 746 ms -
+  // 1.25 s, bound 1 s). Before, the page's SLO table called it "MISSED" from the window's 1.56 s.
+  capsim_test::Scratch tmp("report_verdict");
+  const std::string page = tmp.file("r.html"), json = tmp.file("r.json");
+  const auto r = run_capsim("simulate workloads/chatbot-500-users.yaml -q --report '" + page + "' --json '" + json + "'");
+  REQUIRE(r.status == 0);
+  const std::string html = capsim_test::read_all(page);
+  const auto j = nlohmann::json::parse(capsim_test::read_all(json));
+  CHECK_FALSE(has(html, "MISSED"));
+  for (const auto& s : j["capsim"]["slos"]) {
+    const std::string slo = s["slo"], decision = s["decision"];
+    INFO(slo);
+    const auto row = html.find("<td>" + slo + "</td>");
+    REQUIRE(row != std::string::npos);
+    const std::string cells = html.substr(row, html.find("</tr>", row) - row);
+    CHECK(has(cells, "<td>" + decision + "</td>"));
+    // The text report in the page and on stdout carry the same verdict.
+    CHECK(has(r.out, slo));
+  }
+  CHECK(j["capsim"]["slos"][0]["decision"] == "INCONCLUSIVE");
+  CHECK(has(html, "<td>ttft_p95</td><td class=\"num\">1.00 s</td><td class=\"num\">1.56 s</td>"
+                  "<td class=\"num\">998.43 ms (745.88 ms - 1.25 s)</td><td>INCONCLUSIVE</td>"));
+  CHECK(has(r.out, "INCONCLUSIVE: ttft_p95 is 998.43 ms"));
+}
