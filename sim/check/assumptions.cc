@@ -479,7 +479,10 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
           for (const SimulationResult& x : extra_runs) runs.push_back(&x);
           const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
           bool d_why_short = false;
-          upper(r, d.value, s.seconds);
+          // The value printed, its interval, the margin and the verdict are one estimate: the
+          // steady-state statistic the interval is centred on (the mean over seeds with
+          // --replications), not the whole measured window's, which can lie outside it.
+          upper(r, d.estimate, s.seconds);
           r.passed = d.decision == plan::Decision::kPass;
           r.inconclusive = d.decision == plan::Decision::kInconclusive;
           if (r.passed && !result->steady.analysed) {
@@ -547,12 +550,14 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
       }
       if (!rows.empty()) rows.front().seconds += take_sim_time();
     } else if (e.kind == "fits_in_memory") {
-      Row r = base_row("context " + std::to_string(e.context), "tokens");
+      // The verdict fit, compare and plan give (plan_fit), at the context asked about.
+      const long long context = e.context ? *e.context : fit_context(built->config.groups.front().deployment);
+      Row r = base_row("context " + std::to_string(context), "tokens");
       double min_tokens = INFINITY;
       bool fits = true;
       std::string why;
       for (const ReplicaGroup& g : built->config.groups) {
-        const MemoryPlan mp = plan_memory(g.deployment, e.context);
+        const MemoryPlan mp = plan_fit(g.deployment, context);
         min_tokens = std::min(min_tokens, static_cast<double>(mp.kv_tokens));
         if (!mp.fits && fits) {
           fits = false;
@@ -560,7 +565,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
                 ": " + mp.reason;
         }
       }
-      lower(r, min_tokens, static_cast<double>(e.context));
+      lower(r, min_tokens, static_cast<double>(context));
       r.passed = fits;
       if (!fits) {
         r.margin.reset();

@@ -46,7 +46,7 @@ struct Expectation {
   std::string where;  // "a.yaml: assertions[0].expect.slo", for messages
   std::vector<scenario::SloSpec> slos;    // slo
   double limit = 0;                  // min_users, min_rate, max_cost_usd_per_hour, plan_cheapest...
-  long long context = 4096;          // fits_in_memory
+  std::optional<long long> context;  // fits_in_memory; unset: fit's default (plan_fit)
   std::string baseline_file;         // baseline: the path as resolved
   nlohmann::json baseline;
   double tolerance = 0;              // fraction

@@ -32,6 +32,7 @@ struct CompareOptions {
   std::string scenario;
   ScenarioFlags flags;
   scenario::CompareRequest req;  // the deployments and options; base comes from the flags
+  std::string kv_cache;  // --kv-cache: every deployment's KV precision unless its text names one
   std::string json;
   std::string report;
   bool quiet = false;
@@ -40,6 +41,10 @@ struct CompareOptions {
 int run_compare(const CompareOptions& o) {
   scenario::CompareRequest req = o.req;
   req.base = o.flags.resolve(o.scenario);
+  if (!o.kv_cache.empty()) {
+    req.base.deployment.kv_cache = o.kv_cache;
+    req.base.origin.erase("--kv-cache");
+  }
   if (!o.report.empty()) req.before_search = [] { plot::require_gnuplot("--report"); };
   ProgressLine line;  // in place on a terminal, a line every 5 s in logs
   const scenario::CompareAnswer a = scenario::answer_compare(
@@ -131,6 +136,9 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd, false);
   cmd->add_option("--deployment,-d", o->req.deployments, std::string("a deployment, repeatable; ") + scenario::kDeploymentForm);
+  cmd->add_option("--kv-cache,--kv-cache-dtype", o->kv_cache,
+                  "KV cache of every deployment that names none with kv:PRECISION: auto, bf16, fp16, fp8 "
+                  "(default: the scenario's)");
   cmd->add_option("--search-mix", o->req.search_mix, "two cards: try every mix of them up to --max-cards");
   cmd->add_option("--max-cards", o->req.max_cards, "most cards in a --search-mix fleet")->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--min-goodput", o->req.min_goodput, "least share of requests meeting every SLO (0-1)")->check(CLI::Range(0.0, 1.0));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sim/core/units.h"
+#include "sim/plan/search.h"
 #include "sim/report/table.h"
 
 namespace capsim::cli {
@@ -170,14 +171,20 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
   if (!spec.slos.empty()) {
     std::vector<std::vector<std::string>> srows;
     std::vector<std::string> cls;
+    // The verdict the text report gives (print_simulation): decided on the steady state's 95%
+    // interval, not on the whole window's value alone, which called INCONCLUSIVE "MISSED".
     for (const SloSpec& s : spec.slos) {
-      const double v = slo_value(s, r);
-      const bool met = !std::isnan(v) && v <= s.seconds;
-      srows.push_back({s.metric + "_" + s.statistic, units::format_time(s.seconds),
-                       std::isnan(v) ? "-" : units::format_time(v), met ? "met" : "MISSED"});
-      cls.push_back(met ? "pass" : "fail");
+      const plan::SloDecision d = plan::decide_slo(s, r);
+      srows.push_back({d.slo, units::format_time(s.seconds), std::isnan(d.value) ? "-" : units::format_time(d.value),
+                       d.has_interval ? units::format_time(d.estimate) + " (" + units::format_time(d.low) + " - " +
+                                            units::format_time(d.high) + ")"
+                                      : "-",
+                       plan::decision_name(d.decision)});
+      cls.push_back(d.decision == plan::Decision::kPass   ? "pass"
+                    : d.decision == plan::Decision::kFail ? "fail"
+                                                          : "");
     }
-    page.table({"SLO", "bound", "simulated", "result"}, srows, cls);
+    page.table({"SLO", "bound", "measured window", "steady state (95% interval)", "verdict"}, srows, cls);
   }
   const double warmup = to_seconds(b.config.warmup);
   page.chart(latency_cdf_chart(r, spec.slos), "Cumulative share of measured requests at or below each latency.");

@@ -135,6 +135,9 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   const auto one_group = [](const std::string& text, const std::string& flag) {
     const auto groups = scenario::parse_deployment_groups(text, flag);
     if (groups.size() != 1) throw Error(flag + ": '" + text + "': one card type per pool, e.g. '2x h100-sxm tp1'");
+    if (groups.front().kv_cache_named) {
+      throw Error(flag + ": '" + text + "': both pools hold one KV precision; give --kv-cache instead of kv:");
+    }
     return groups.front();
   };
   if (prefill_option_ && prefill_option_->count() > 0) {

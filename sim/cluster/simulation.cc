@@ -157,11 +157,7 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
       // sliding-window layers as full attention.
       MemoryPlan plan = plan_memory(d, 1, cfg_.policy == "vllm-v1");
       if (!plan.fits) {
-        throw Error(d.model.name + " does not fit on " + d.card.name + " with TP " +
-                    std::to_string(d.tp) +
-                    (d.pp > 1 ? " x PP " + std::to_string(d.pp) : std::string()) +
-                    (d.expert_parallel ? " (EP " + std::to_string(d.tp * d.dp) + ")" : std::string()) +
-                    ": " + plan.reason + " (see `capsim fit`)");
+        throw Error(does_not_fit_message(d, plan));
       }
       if ((d.speculative || d.lora) && cfg_.policy != "vllm-v1") {
         throw Error(std::string(d.speculative ? "--speculative-config" : "--enable-lora") +

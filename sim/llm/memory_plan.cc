@@ -207,4 +207,19 @@ MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv) {
   return p;
 }
 
+long long fit_context(const Deployment& d) {
+  return d.limits.max_model_len > 0 ? d.limits.max_model_len : kDefaultFitContext;
+}
+
+MemoryPlan plan_fit(const Deployment& d, std::optional<long long> context) {
+  return plan_memory(d, context ? *context : fit_context(d));
+}
+
+std::string does_not_fit_message(const Deployment& d, const MemoryPlan& plan) {
+  return d.model.name + " does not fit on " + d.card.name + " with TP " + std::to_string(d.tp) +
+         (d.pp > 1 ? " x PP " + std::to_string(d.pp) : std::string()) +
+         (d.expert_parallel ? " (EP " + std::to_string(d.tp * d.dp) + ")" : std::string()) + ": " + plan.reason +
+         " (see `capsim fit`)";
+}
+
 }  // namespace capsim

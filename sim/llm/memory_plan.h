@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,20 @@ struct MemoryPlan {
 // concurrency figure and the minimum the KV cache must hold.
 // `hybrid_kv`: lay sliding-window layers out as vLLM's hybrid KV-cache manager does (kv_layout).
 MemoryPlan plan_memory(const Deployment& d, long long context, bool hybrid_kv = true);
+
+// The one "does this deployment fit" verdict of every command (fit, compare, plan, check's
+// fits_in_memory): the memory plan for one sequence of `context` tokens, by default
+// fit_context(d). The simulator itself runs any deployment whose KV cache holds a single token
+// (it caps max_model_len at the KV cache and rejects every longer request), so without this
+// check a deployment that cannot hold one ordinary request would "run" with no request served.
+// REQUIRES: d.validate() passed.
+MemoryPlan plan_fit(const Deployment& d, std::optional<long long> context = std::nullopt);
+// The sequence length the verdict asks about when none is given: --max-model-len when set
+// (vLLM refuses to start unless one such sequence fits), else kDefaultFitContext.
+inline constexpr long long kDefaultFitContext = 4096;
+long long fit_context(const Deployment& d);
+// "llama-3.1-70b does not fit on h100-sxm with TP 1: <plan.reason> (see `capsim fit`)".
+std::string does_not_fit_message(const Deployment& d, const MemoryPlan& plan);
 
 // Peak activation workspace per GPU of one forward pass of `tokens` tokens over `seqs`
 // sequences (the profile run), bytes.

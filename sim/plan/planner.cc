@@ -83,7 +83,9 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
             // would re-quantise gpt-oss's mxfp4 experts.
             c.weights = d.expert_weights ? w : std::string(precision_name(d.weights));
             c.kv = std::string(precision_name(d.kv_cache));
-            const MemoryPlan mp = plan_memory(d, 1);
+            // The verdict `fit` and `compare` give (plan_fit): a candidate whose KV cache cannot
+            // hold one ordinary request is not searched, whatever the simulator would make of it.
+            const MemoryPlan mp = plan_fit(d);
             if (!mp.fits) {
               c.rejected = true;
               c.reason = "does not fit: " + mp.reason;

@@ -15,6 +15,20 @@ bool numeric(const std::string& s) {
 
 }  // namespace
 
+std::string shorten_at_word(const std::string& text, std::size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  const std::string more = " ...";
+  if (max_chars <= more.size()) return text.substr(0, max_chars);
+  const std::size_t room = max_chars - more.size();
+  // The last space at or before `room`: the words before it stay whole.
+  std::size_t cut = text.rfind(' ', room);
+  while (cut != std::string::npos && cut > 0 && text[cut - 1] == ' ') --cut;
+  if (cut == std::string::npos || cut == 0) cut = room;
+  std::string out = text.substr(0, cut);
+  while (!out.empty() && (out.back() == ',' || out.back() == ':' || out.back() == ';')) out.pop_back();
+  return out + more;
+}
+
 std::string fmt(const char* format, double value) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, value);

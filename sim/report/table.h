@@ -21,6 +21,10 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// `text` cut to at most `max_chars` characters at a word boundary, with " ..." where it was
+// cut (a single word longer than that is cut inside it), so a cell never ends mid-number.
+std::string shorten_at_word(const std::string& text, std::size_t max_chars);
+
 // printf-style number formatting: fmt("%.2f", 3.14159) == "3.14".
 std::string fmt(const char* format, double value);
 

@@ -10,6 +10,7 @@
 #include "sim/core/run_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/llm/memory_plan.h"
 #include "sim/plan/costs.h"
 #include "sim/plan/prices.h"
 #include "sim/plan/search.h"
@@ -21,29 +22,59 @@
 namespace capsim::scenario {
 
 const char* const kDeploymentForm =
-    "accepted: 'N x CARD [tpK] [PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
-    "'1x h100-sxm fp8', '1x h100-sxm + 2x rtx-4090'";
+    "accepted: 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
+    "'1x h100-sxm fp8', '1x h100-sxm kv:fp8', '1x h100-sxm + 2x rtx-4090'";
 
 namespace {
 
+// The scenario on these groups. The first group keeps the scenario's weights and KV precision
+// unless it names its own (inherit_scenario_precisions put them in the group).
 ScenarioSpec apply_groups(ScenarioSpec s, const std::vector<GroupSpec>& groups) {
   s.deployment.card = groups[0].card;
   s.deployment.tp = groups[0].tp;
   s.deployment.weights = groups[0].weights;
-  s.deployment.kv_cache = "auto";
+  s.deployment.kv_cache = groups[0].kv_cache;
+  // A message about what the deployment text names names the flag, not the scenario file's field.
+  for (const char* flag : {"--card", "--tp"}) s.origin.erase(flag);
+  if (groups[0].weights_named) s.origin.erase("--weights");
+  if (groups[0].kv_cache_named) s.origin.erase("--kv-cache");
   s.replicas = groups[0].replicas;
   s.extra_groups.clear();
   for (std::size_t i = 1; i < groups.size(); ++i) {
-    s.extra_groups.push_back({groups[i].card, groups[i].tp, groups[i].replicas, groups[i].weights, ""});
+    const GroupSpec& g = groups[i];
+    s.extra_groups.push_back({g.card, g.tp, g.replicas, g.weights, "", g.kv_cache});
   }
   return s;
 }
 
-std::string describe(const std::vector<GroupSpec>& groups) {
+// The first group's weights and KV precision where its text names none: the scenario's, as
+// `simulate --card CARD` runs them (follow_card_defaults: a 16-bit default of the scenario's card
+// becomes the new card's own). Before, every deployment ran "auto", so `compare -d '1x h100-sxm'`
+// on a scenario with an fp8 KV cache ran a 16-bit one and disagreed with `simulate`.
+void inherit_scenario_precisions(const DeploymentSpec& scenario, GroupSpec& g) {
+  ScenarioSpec on_card;
+  on_card.deployment = scenario;
+  on_card.deployment.card = g.card;
+  follow_card_defaults(on_card, scenario, {false, false, true, true});
+  if (!g.weights_named) g.weights = on_card.deployment.weights;
+  if (!g.kv_cache_named) g.kv_cache = on_card.deployment.kv_cache;
+}
+
+// "2x rtx-4090 tp2 fp8 kv:fp8 + 1x h100-sxm". A precision is shown where the text named one, or
+// where the first group inherited one from the scenario that is not its card's 16-bit default.
+std::string describe(const std::vector<GroupSpec>& groups, const DeploymentSpec& scenario) {
+  const Precision scenario_half = native_half(cards().find(scenario.card));
+  const auto shown = [&](const std::string& value, bool named, bool first) {
+    if (value == "auto") return false;
+    return named || (first && parse_precision(value, "deployment") != scenario_half);
+  };
   std::string out;
-  for (const auto& g : groups) {
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const GroupSpec& g = groups[i];
     out += (out.empty() ? "" : " + ") + std::to_string(g.replicas) + "x " + g.card +
-           (g.tp > 1 ? " tp" + std::to_string(g.tp) : "") + (g.weights != "auto" ? " " + g.weights : "");
+           (g.tp > 1 ? " tp" + std::to_string(g.tp) : "") +
+           (shown(g.weights, g.weights_named, i == 0) ? " " + g.weights : "") +
+           (shown(g.kv_cache, g.kv_cache_named, i == 0) ? " kv:" + g.kv_cache : "");
   }
   return out;
 }
@@ -97,12 +128,22 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
         if (tp_given) throw Error(where + ": a second TP in one group; " + kDeploymentForm);
         tp_given = true;
         g.tp = static_cast<int>(checked::whole_in(parse_number(w[i].substr(2), where), 1, 64, where));
+      } else if (w[i].rfind("kv:", 0) == 0) {
+        const std::string where = flag + " '" + text + "': " + w[i];
+        if (g.kv_cache_named) throw Error(where + ": a second KV precision in one group; " + kDeploymentForm);
+        g.kv_cache_named = true;
+        g.kv_cache = w[i].substr(3);
+        if (g.kv_cache != "auto" && !is_kv_cache_precision(parse_precision(g.kv_cache, where))) {
+          throw Error(where + ": not a KV-cache precision capsim models; accepted: kv:auto, kv:fp32, kv:bf16, "
+                      "kv:fp16, kv:fp8");
+        }
       } else {
         parse_precision(w[i], flag + " '" + text + "'");
         if (weights_given) {
           throw Error(flag + " '" + text + "': " + w[i] + ": a second precision in one group; " + kDeploymentForm);
         }
         weights_given = true;
+        g.weights_named = true;
         g.weights = w[i];
       }
     }
@@ -165,7 +206,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                                    (bd.dp > 1 ? " dp" + std::to_string(bd.dp) : std::string()) +
                                    (bd.enable_expert_parallel ? " ep" : "");
   for (CompareRow& r : rows) {
-    r.name = describe(r.groups);
+    inherit_scenario_precisions(bd, r.groups.front());
+    r.name = describe(r.groups, bd);
     if (!first_suffix.empty()) {
       const std::size_t cut = r.name.find(" + ");
       r.name.insert(cut == std::string::npos ? r.name.size() : cut, first_suffix);
@@ -177,10 +219,46 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       r.usd_per_hour += prices.usd_per_hour(cards().find(g.card)) * g.replicas * per_replica;
     }
   }
+  // A deployment that cannot hold one ordinary request does not run: the simulator would cap its
+  // max_model_len at its KV cache and reject every request, a row of zeros "limited by idle".
+  // A --deployment that cannot be resolved (a TP that does not divide the heads, a precision
+  // the card lacks) is bad input, exit 2 naming it, not a row of "n/a" beside the good ones;
+  // unless every deployment fails alike, when the input they share is at fault. A searched
+  // mix's row keeps its message in the table.
+  std::vector<std::string> resolve_errors(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CompareRow& r = rows[i];
+    try {
+      for (const ReplicaGroup& g : resolve_groups(apply_groups(base, r.groups))) {
+        const MemoryPlan fit = plan_fit(g.deployment);
+        if (!fit.fits) {
+          r.fits = false;
+          r.error = does_not_fit_message(g.deployment, fit);
+          break;
+        }
+      }
+    } catch (const Error& e) {
+      resolve_errors[i] = e.what();
+    }
+  }
+  bool shared = rows.size() > 1 && std::all_of(resolve_errors.begin(), resolve_errors.end(), [&](const std::string& e) {
+                  return !e.empty() && e == resolve_errors.front();
+                });
+  if (shared) {
+    try {
+      (void)resolve_groups(base);
+      shared = false;  // the scenario's own deployment resolves: the deployments named are at fault
+    } catch (const Error&) {
+    }
+  }
+  for (std::size_t i = 0; i < o.deployments.size() && !shared; ++i) {
+    if (!resolve_errors[i].empty()) throw Error("--deployment '" + o.deployments[i] + "': " + resolve_errors[i]);
+  }
   plan::run_parallel(
       rows.size(), plan::default_threads(),
       [&](std::size_t i) {
         CompareRow& r = rows[i];
+        if (!r.fits) return;
         try {
           ScenarioSpec s = apply_groups(base, r.groups);
           r.eval = plan::evaluate(s, s.replicas, o.min_goodput);
@@ -192,7 +270,9 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   // Every row failed with the same message: the input they share (the workload, a flag) is at
   // fault, not a deployment (a deployment's failure names its card or TP). That is bad input
   // (exit 2), not a table of failures under "no deployment meets every SLO" (exit 1).
-  if (std::all_of(rows.begin(), rows.end(), [&](const CompareRow& r) { return !r.error.empty() && r.error == rows.front().error; })) {
+  if (std::all_of(rows.begin(), rows.end(), [&](const CompareRow& r) {
+        return r.fits && !r.error.empty() && r.error == rows.front().error;
+      })) {
     throw Error(rows.front().error);
   }
   // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
@@ -265,6 +345,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                         {"best", static_cast<int>(i) == best}};
     if (!r.error.empty()) {
       x["error"] = r.error;
+      if (!r.fits) x["fits"] = false;
     } else {
       const SimulationResult& s = r.eval.result;
       x["slos_met"] = r.eval.verdict.met;
@@ -295,8 +376,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const CompareRow& r = rows[i];
       if (!r.error.empty()) {
-        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-", "n/a",
-               r.error.substr(0, 60)});
+        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
+               r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)});
         continue;
       }
       const SimulationResult& s = r.eval.result;
@@ -312,6 +393,17 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     }
     t.print(text);
     table = t;
+    // The table's cell holds the start of a reason; here each one whole, once, with the
+    // deployments it stopped.
+    std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
+    for (const CompareRow& r : rows) {
+      if (r.error.empty()) continue;
+      const auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == r.error; });
+      if (same == reasons.end()) reasons.emplace_back(r.error, r.name);
+      else same->second += ", " + r.name;
+    }
+    if (!reasons.empty()) text << "\n";
+    for (const auto& [message, names] : reasons) text << "  " << names << ": " << message << "\n";
     const auto ran = std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.error.empty(); });
     if (best >= 0) {
       const CompareRow& b = rows[static_cast<std::size_t>(best)];
@@ -321,7 +413,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
                 << "\n";
       if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
     } else if (ran == 0) {
-      text << "\n  verdict: none of the deployments can run (the reasons are in the table)\n";
+      text << "\n  verdict: none of the deployments can run (the reasons are above)\n";
     } else {
       text << "\n  verdict: no deployment meets every SLO\n";
     }

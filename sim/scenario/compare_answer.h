@@ -23,6 +23,10 @@ struct GroupSpec {
   std::string card;
   int tp = 1;
   std::string weights = "auto";
+  std::string kv_cache = "auto";  // 'kv:PRECISION'
+  // Whether the text named them. compare's first group runs the scenario's precisions where the
+  // text names none (as `simulate --card` would); a later group runs "auto".
+  bool weights_named = false, kv_cache_named = false;
 };
 
 // The accepted deployment forms, for messages and --help.
@@ -32,7 +36,7 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
 
 struct CompareRequest {
   ScenarioSpec base;
-  std::vector<std::string> deployments;  // 'N x CARD [tpK] [PRECISION]' joined by '+'
+  std::vector<std::string> deployments;  // 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+'
   std::string search_mix;                // "CARD_A,CARD_B": every mix up to max_cards
   int max_cards = 8;
   std::optional<double> min_goodput;
@@ -47,7 +51,10 @@ struct CompareRow {
   int cards = 0;
   double usd_per_hour = 0;
   plan::Evaluation eval;
-  std::string error;
+  std::string error;  // why it did not run (then eval is empty)
+  // false: a group cannot hold one ordinary request (plan_fit, the verdict of `fit` and `plan`);
+  // error says which and why, and nothing was simulated.
+  bool fits = true;
 };
 
 struct CompareAnswer {

@@ -145,9 +145,9 @@ FitAnswer answer_fit(const DeploymentSpec& spec, std::optional<long long> contex
   FitAnswer a;
   a.deployment = spec.resolve();
   const Deployment& d = a.deployment;
-  a.context = context_tokens ? *context_tokens : (d.limits.max_model_len > 0 ? d.limits.max_model_len : 4096);
+  a.context = context_tokens ? *context_tokens : fit_context(d);
   const long long context = a.context;
-  a.plan = plan_memory(d, context);
+  a.plan = plan_fit(d, context);
   const MemoryPlan& p = a.plan;
   nlohmann::json& j = a.json;
   j = plan_json(d, p);

@@ -572,7 +572,7 @@ std::vector<ReplicaGroup> resolve_groups(const ScenarioSpec& s) {
     f.enable_expert_parallel = false;
     f.expert_imbalance.reset();
     f.weights = e.weights;
-    f.kv_cache = "auto";
+    f.kv_cache = e.kv_cache;
     f.max_num_seqs.reset();
     f.max_num_batched_tokens.reset();
     // async_scheduling is the engine's and stays as the main group's.

@@ -40,6 +40,7 @@ struct ScenarioSpec {
     int replicas = 1;
     std::string weights = "auto";
     std::string where;  // "a.yaml: deployment[1]" when read from a file, for messages; else empty
+    std::string kv_cache = "auto";  // a further group's own KV precision (compare's 'kv:fp8')
   };
   std::vector<ExtraGroup> extra_groups;  // mixed card types behind the same router
   // Serving model (cluster/disaggregation.h, `capsim list serving`): "aggregated", or

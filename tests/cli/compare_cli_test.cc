@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "sim/report/table.h"
 #include "tests/check/cli_run.h"
 
 namespace {
@@ -118,4 +119,30 @@ TEST_CASE("compare: a deployment with two TPs, two precisions or a dangling '+' 
   const auto plus = run_capsim(base + "-d '1x h100-sxm +'");
   CHECK(plus.status == 2);
   CHECK(has(plus.err, "ends with '+' and no group after it"));
+}
+
+TEST_CASE("compare: a bad --deployment beside a good one is bad input naming it", "[compare][cli][errors]") {
+  // Before, '1x h100-sxm tp3' ran beside '1x h100-sxm' as a row of "n/a" (exit 1), its message
+  // blamed the scenario file's deployment.tp and was cut at 60 characters.
+  const std::string base = "compare workloads/chat-8b-1x-h100.yaml --duration 2min --warmup 30s -q ";
+  const auto tp = run_capsim(base + "-d '1x h100-sxm' -d '1x h100-sxm tp3'");
+  CHECK(tp.status == 2);
+  CHECK(has(tp.err, "--deployment '1x h100-sxm tp3': --tp: 3 does not divide the 32 attention heads of llama-3.1-8b"));
+  CHECK(tp.out.empty());
+  const auto t4 = run_capsim(base + "-d '1x t4 fp8' -d '1x h100-sxm'");
+  CHECK(t4.status == 2);
+  CHECK(has(t4.err, "--deployment '1x t4 fp8': --weights: fp8 is not supported on t4"));
+}
+
+TEST_CASE("compare: a reason too long for its cell is shortened at a word and given whole below", "[compare][cli]") {
+  const auto r = run_capsim("compare -m llama-3.1-70b --rate 1 --requests 20 -q -d '1x rtx-4090' -d '1x h100-sxm fp8'");
+  CHECK(r.status == 1);
+  // Before: "... with TP 1: weights (1" and "... with TP 1: the KV cac", cut mid-number and mid-word.
+  CHECK(has(r.out, "  llama-3.1-70b does not fit on rtx-4090 with TP 1 ...  "));
+  CHECK(has(r.out, "  llama-3.1-70b does not fit on h100-sxm with TP 1: the KV ...\n"));
+  CHECK(has(r.out, "\n  1x h100-sxm fp8: llama-3.1-70b does not fit on h100-sxm with TP 1: the KV cache (96 tokens) "
+                   "cannot hold one sequence of 4096 tokens (see `capsim fit`)\n"));
+  CHECK(capsim::shorten_at_word("weights (131.42 GiB), activations", 16) == "weights ...");
+  CHECK(capsim::shorten_at_word("short", 60) == "short");
+  CHECK(capsim::shorten_at_word("abcdefghijklmnop", 10) == "abcdef ...");
 }
