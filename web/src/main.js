@@ -1,8 +1,9 @@
 // The capsim planner page: a form whose state lives in the URL, a plan from POST /v1/plan (with
-// progress events), then for the chosen option its latency against load (/v1/capacity), its memory
-// per GPU (/v1/fit) and "several 4090s or one H100" (/v1/compare). Every request goes to the
-// server that served the page; nothing else is fetched. Contract for tests: body[data-state] is
-// "planning", "done" or "error"; the plan table's rows carry data-option (the option's label).
+// progress events), then for the chosen option its latency against load (/v1/capacity) and its
+// memory per GPU (/v1/fit), and "several 4090s or one H100" (/v1/compare on the plan's cheapest
+// option of each card). Every request goes to the server that served the page; nothing else is
+// fetched. Contract for tests: body[data-state] is "planning", "done" or "error"; the rows of the
+// plan table and of the compare table carry data-option (the option's label).
 import {
   BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement,
   LogarithmicScale, PointElement, Tooltip,
@@ -73,6 +74,10 @@ function scenarioBody(s) {
     delete body.model;
   }
   return body;
+}
+
+function planBody(s) {
+  return { ...scenarioBody(s), plan: { cards: s.cards.length ? s.cards : DEFAULT_CARDS, tp: [1, 2], search_duration: RUN.search_duration, top: 8 } };
 }
 
 async function errorOf(res) {
@@ -209,25 +214,84 @@ function renderMemory(fit) {
   $('memory-label').textContent = `(${fit.model}: ${fit.kv_tokens.toLocaleString()} KV tokens)`;
 }
 
-function renderCompare(cmp) {
-  const rows = cmp.deployments.filter((d) => !d.error);
-  drawChart('compare-chart', {
-    type: 'bar',
-    data: {
-      labels: rows.map((d) => d.deployment),
-      datasets: [
-        { label: '$/hour', data: rows.map((d) => d.usd_per_hour), backgroundColor: rows.map((d) => (d.slos_met ? '#54a24b' : '#e45756')), yAxisID: 'y' },
-        { label: 'TTFT p95 (ms)', data: rows.map((d) => d.p95_ttft_ms), backgroundColor: '#4c78a8', yAxisID: 'y2' },
-      ],
-    },
-    options: { scales: { y: { min: 0, title: { display: true, text: '$/hour' } }, y2: { min: 0, position: 'right', title: { display: true, text: 'TTFT p95 (ms)' }, grid: { drawOnChartArea: false } } } },
-  });
-  const best = cmp.deployments.find((d) => d.best);
-  $('compare-note').textContent = best ? `Verdict: ${best.deployment} (green: meets every SLO).` : 'Neither meets every SLO.';
+// "Several RTX 4090s or one H100?" runs the plan's own choice on each card, never a deployment of
+// its own, so the panel and the plan above it answer the question once.
+const DUEL = [{ card: 'rtx-4090', name: 'RTX 4090' }, { card: 'h100-sxm', name: 'H100 SXM' }];
+
+const rejections = (plan) => plan.rejected.map((r) => `tp${r.tp} ${r.weights} (KV ${r.kv_cache}): ${r.reason}`).join('; ');
+
+// The plan's cheapest option on the duel's card: { option, alone } or { why } when there is none.
+// The plan lists its 8 cheapest options; a card whose options all cost more is planned alone (the
+// same search on that card only), so "one H100" is the cheapest H100 deployment that meets the SLOs.
+async function duelOption(duel, s, body, signal) {
+  const listed = state.plan.options.find((o) => o.card === duel.card);
+  if (listed) return { duel, option: listed, alone: false };
+  if (!s.cards.includes(duel.card)) return { duel, why: `${duel.name}: not among the cards considered (tick it above to compare).` };
+  const alone = await postJson('v1/plan', { ...body, plan: { ...body.plan, cards: [duel.card], top: 1 } }, signal);
+  if (alone.options.length) return { duel, option: alone.options[0], alone: true };
+  return { duel, why: `${duel.name}: the plan found no option; ${rejections(alone)}.` };
+}
+
+// compare's text for an option: everything the plan chose, KV precision included (kv:PRECISION).
+const deploymentText = (o) => `${o.replicas}x ${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights} kv:${o.kv_cache}`;
+
+// One /v1/compare call for the options that share a router (the router is the scenario's), so
+// each runs as the plan verified it; the rows come back in the options' order.
+async function compareOptions(base, options, signal) {
+  const rows = new Array(options.length);
+  const routers = [...new Set(options.map((o) => o.router))];
+  await Promise.all(routers.map(async (router) => {
+    const mine = options.map((o, i) => i).filter((i) => options[i].router === router);
+    const cmp = await postJson('v1/compare', { ...base, router, compare: { deployments: mine.map((i) => deploymentText(options[i])) } }, signal);
+    mine.forEach((i, k) => { rows[i] = cmp.deployments[k]; });
+  }));
+  return rows;
+}
+
+// duels: [{ duel, option, alone, row }] (row: compare's answer for the option), or [{ duel, why }].
+function renderCompare(duels) {
+  const runs = duels.filter((d) => d.row && !d.row.error);
+  $('compare-chart').hidden = runs.length === 0;
+  if (runs.length) {
+    drawChart('compare-chart', {
+      type: 'bar',
+      data: {
+        labels: runs.map((d) => `${d.option.replicas}x ${label(d.option)}`),
+        datasets: [
+          { label: '$/hour', data: runs.map((d) => d.row.usd_per_hour), backgroundColor: runs.map((d) => (d.row.slos_met ? '#54a24b' : '#e45756')), yAxisID: 'y' },
+          { label: 'TTFT p95 (ms)', data: runs.map((d) => d.row.p95_ttft_ms), backgroundColor: '#4c78a8', yAxisID: 'y2' },
+        ],
+      },
+      options: { scales: { y: { min: 0, title: { display: true, text: '$/hour' } }, y2: { min: 0, position: 'right', title: { display: true, text: 'TTFT p95 (ms)' }, grid: { drawOnChartArea: false } } } },
+    });
+  } else {
+    charts['compare-chart']?.destroy();
+    delete charts['compare-chart'];
+  }
+  $('compare-table').querySelector('tbody').replaceChildren(...duels.filter((d) => d.option).map((d) => {
+    const tr = document.createElement('tr');
+    tr.dataset.option = `${d.option.replicas}x ${label(d.option)}`;
+    const r = d.row;
+    const source = d.alone ? 'planned alone: none among the plan\'s 8 cheapest' : 'the plan\'s';
+    const cells = r.error
+      ? [d.option.replicas, label(d.option), source, '', '', '', r.error]
+      : [d.option.replicas, label(d.option), source, r.usd_per_hour.toFixed(2), ms(r.p95_ttft_ms), ms(r.p95_tpot_ms), r.slos_met ? 'met' : `missed: ${r.worst_slo}`];
+    for (const c of cells) {
+      const td = document.createElement('td');
+      td.textContent = String(c);
+      tr.append(td);
+    }
+    return tr;
+  }));
+  const met = runs.filter((d) => d.row.slos_met).sort((x, y) => x.row.usd_per_hour - y.row.usd_per_hour);
+  const verdict = met.length
+    ? `Verdict: ${met[0].option.replicas}x ${label(met[0].option)} at $${met[0].row.usd_per_hour.toFixed(2)}/hour, the cheapest here that meets every SLO (green).`
+    : runs.length ? 'None of these meets every SLO.' : '';
+  $('compare-note').textContent = [verdict, ...duels.filter((d) => d.why).map((d) => d.why)].filter(Boolean).join(' ');
 }
 
 // ---- the flow -----------------------------------------------------------------------------------
-const state = { choice: 0, plan: null, controller: null, details: null };
+const state = { choice: 0, plan: null, controller: null, duels: null };
 
 async function runPlan() {
   const s = readForm();
@@ -237,17 +301,19 @@ async function runPlan() {
   state.controller = controller;
   document.body.dataset.state = 'planning';
   setStatus('planning…');
+  // The comparison belongs to the plan being replaced.
+  $('compare-table').querySelector('tbody').replaceChildren();
+  $('compare-note').textContent = '';
   $('progress').hidden = false;
   $('progress').value = 0;
   try {
-    const body = scenarioBody(s);
-    body.plan = { cards: s.cards.length ? s.cards : DEFAULT_CARDS, tp: [1, 2], search_duration: RUN.search_duration, top: 8 };
-    const plan = await postStream('v1/plan', body, controller.signal, (p) => {
+    const plan = await postStream('v1/plan', planBody(s), controller.signal, (p) => {
       setStatus(`planning: ${p.phase} ${p.done}/${p.total}`);
       if (p.total) $('progress').value = p.done / p.total;
     });
     if (controller.signal.aborted) return;
     state.plan = plan;
+    state.duels = null;
     state.choice = Math.min(s.choice, Math.max(0, plan.options.length - 1));
     renderPlan(plan, state.choice);
     setStatus(`${plan.options.length} options meet the SLOs`);
@@ -265,22 +331,27 @@ async function runPlan() {
 // The chosen option's latency curve and memory, and the 4090-or-H100 comparison.
 async function details(s, signal) {
   const option = state.plan.options[state.choice];
-  if (!option) {
-    $('charts').hidden = true;
-    return;
-  }
   $('charts').hidden = false;
+  for (const id of ['latency-box', 'memory-box']) $(id).hidden = !option;
   const base = scenarioBody(s);
-  const deployment = { card: option.card, tp: option.tp, replicas: option.replicas, weights: option.weights, kv_cache: option.kv_cache };
-  $('curve-label').textContent = `(${option.replicas}x ${label(option)}, ${option.router})`;
-  $('memory-label').textContent = '';
-  const n4090 = state.plan.options.find((o) => o.card === 'rtx-4090' && o.tp === 1)?.replicas ?? 4;
-  const jobs = [
-    postJson('v1/capacity', { ...base, deployment, router: option.router, capacity: { points: 6 } }, signal)
-      .then((cap) => renderCapacity(cap, { ttft: Number(s.ttft), tpot: Number(s.tpot) })),
-    postJson('v1/fit', { ...base, deployment }, signal).then(renderMemory),
-    postJson('v1/compare', { ...base, compare: { deployments: [`${n4090}x rtx-4090`, '1x h100-sxm'] } }, signal).then(renderCompare),
-  ];
+  // The comparison depends on the plan, not on the chosen row: run once per plan.
+  state.duels ??= Promise.all(DUEL.map((duel) => duelOption(duel, s, planBody(s), signal)))
+    .then(async (duels) => {
+      const runs = duels.filter((d) => d.option);
+      const rows = await compareOptions(base, runs.map((d) => d.option), signal);
+      return duels.map((d) => (d.option ? { ...d, row: rows[runs.indexOf(d)] } : d));
+    });
+  const jobs = [state.duels.then(renderCompare)];
+  if (option) {
+    const deployment = { card: option.card, tp: option.tp, replicas: option.replicas, weights: option.weights, kv_cache: option.kv_cache };
+    $('curve-label').textContent = `(${option.replicas}x ${label(option)}, ${option.router})`;
+    $('memory-label').textContent = '';
+    jobs.push(
+      postJson('v1/capacity', { ...base, deployment, router: option.router, capacity: { points: 6 } }, signal)
+        .then((cap) => renderCapacity(cap, { ttft: Number(s.ttft), tpot: Number(s.tpot) })),
+      postJson('v1/fit', { ...base, deployment }, signal).then(renderMemory),
+    );
+  }
   const results = await Promise.allSettled(jobs);
   const failed = results.find((r) => r.status === 'rejected' && !signal.aborted);
   if (failed) setStatus(failed.reason.message, 'error');

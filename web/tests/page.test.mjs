@@ -1,7 +1,8 @@
 // The planner page in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
 // against a real `capsim serve`: load the page and see a plan; change the number of users and see
-// the plan change; follow the shared URL and see the same plan; the charts drawn; no request
-// leaves the capsim server; no console error.
+// the plan change; the 4090-or-H100 panel runs the plan's own options and shows the plan's numbers;
+// follow the shared URL and see the same plan; the charts drawn; no request leaves the capsim
+// server; no console error.
 //   node web/tests/page.test.mjs --capsim build/capsim --web build/web
 // Exit 0 pass, 1 fail, 77 skipped (no chromium, or web/node_modules not installed), with the reason.
 import { spawn } from 'node:child_process';
@@ -66,6 +67,52 @@ async function planOf(page) {
   })));
 }
 
+// The "several RTX 4090s or one H100?" panel once drawn: its rows' labels, origin and numbers.
+async function panelOf(page) {
+  await page.waitForFunction(() => document.querySelector('#compare-note').textContent.length > 0, null, { timeout: 240_000 });
+  return page.$$eval('#compare-table tbody tr', (rows) => rows.map((r) => ({
+    option: r.dataset.option,
+    from: r.children[2].textContent,
+    usd: r.children[3].textContent,
+    ttft: r.children[4].textContent,
+    tpot: r.children[5].textContent,
+  })));
+}
+
+// The plan table's rows with the cells the panel repeats.
+function planCells(page) {
+  return page.$$eval('#plan-table tbody tr', (rows) => rows.map((r) => ({
+    option: r.dataset.option, usd: r.children[7].textContent, ttft: r.children[5].textContent, tpot: r.children[6].textContent,
+  })));
+}
+
+// The panel shows, for each of the two cards, the plan's cheapest option on it with the plan's
+// own numbers (compare runs the same deployment, KV precision and router with the same seed), or,
+// where the plan's list holds none, the cheapest option of the plan on that card alone.
+async function checkPanel(page, what, planRequest) {
+  const panel = await panelOf(page);
+  const plan = await planCells(page);
+  for (const card of ['rtx-4090', 'h100-sxm']) {
+    const onCard = (o) => new RegExp(`^\\d+x ${card} `).test(o.option);
+    const listed = plan.find(onCard);
+    const shown = panel.filter(onCard);
+    if (listed) {
+      const same = shown.length === 1 && shown[0].from === "the plan's" &&
+        ['option', 'usd', 'ttft', 'tpot'].every((k) => shown[0][k] === listed[k]);
+      check(same,
+        `${what}: the panel's ${card} is the plan's ${listed.option} ($${listed.usd}/h, TTFT p95 ${listed.ttft}, TPOT p95 ${listed.tpot}); panel: ${JSON.stringify(shown)}`);
+    } else {
+      const body = { ...planRequest, plan: { ...planRequest.plan, cards: [card], top: 1 } };
+      const alone = await (await fetch(`${origin}v1/plan`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
+      const o = alone.options[0];
+      const expected = o ? `${o.replicas}x ${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights}${o.kv_cache === 'fp8' ? ' kv-fp8' : ''}` : undefined;
+      check(o ? shown.length === 1 && shown[0].option === expected && shown[0].from.startsWith('planned alone') && Number(shown[0].usd) === o.usd_per_hour
+        : shown.length === 0 && (await page.textContent('#compare-note')).includes('the plan found no option'),
+      `${what}: the plan lists no ${card} option; the panel shows the plan of ${card} alone: ${expected ?? 'none'}; panel: ${JSON.stringify(shown)}`);
+    }
+  }
+}
+
 const { proc, origin } = await startServer();
 const browser = await chromium.launch({
   executablePath: chromiumPath,
@@ -79,6 +126,8 @@ try {
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   page.on('pageerror', (e) => errors.push(String(e)));
   page.on('request', (r) => { if (!r.url().startsWith(origin)) foreign.push(r.url()); });
+  let planRequest = null;
+  page.on('request', (r) => { if (r.url() === `${origin}v1/plan` && r.postDataJSON().plan.top > 1) planRequest = r.postDataJSON(); });
 
   // 1. Load: 20 chat users of Llama-3.1-8B on the default cards.
   await page.goto(`${origin}?amount=20`);
@@ -89,6 +138,7 @@ try {
   check(await page.isVisible('#latency-chart'), 'the latency-against-load chart is drawn');
   check((await page.textContent('#memory-label')).includes('KV tokens'), 'the memory breakdown of the chosen option is drawn');
   check((await page.textContent('#compare-note')).length > 0, `4090s or an H100: ${await page.textContent('#compare-note')}`);
+  await checkPanel(page, '20 users', planRequest);
 
   // 2. Twenty times the users: the cheapest option must cost more (more or bigger cards).
   await page.fill('#amount', '400');
@@ -99,6 +149,7 @@ try {
   const big = await planOf(page);
   check(big.length > 0 && big[0].usd > small[0].usd,
     `400 users: the plan changes, cheapest ${big[0]?.option} at $${big[0]?.usd}/hour > $${small[0]?.usd}/hour`);
+  await checkPanel(page, '400 users', planRequest);
   const shared = page.url();
   check(shared.includes('amount=400'), `the URL holds the state: ${shared}`);
 
@@ -110,6 +161,17 @@ try {
   check(JSON.stringify(again.map((r) => r.text)) === JSON.stringify(big.map((r) => r.text)),
     'the shared URL shows the same plan');
   check(await other.inputValue('#amount') === '400', 'the shared URL restores the form');
+
+  // 4. Llama-3.1-70B fits on neither card as the page plans it: no option on either, and the
+  // panel says why (the plan's rejections) instead of an empty chart.
+  const big70 = await browser.newPage();
+  big70.on('pageerror', (e) => errors.push(String(e)));
+  await big70.goto(`${origin}?model=llama-3.1-70b&amount=500`);
+  await planOf(big70);
+  const panel70 = await panelOf(big70);
+  const note70 = await big70.textContent('#compare-note');
+  check(panel70.length === 0 && /RTX 4090: the plan found no option; .*does not fit/.test(note70) && note70.includes('H100 SXM: the plan found no option'),
+    `70B: the panel says why neither card has an option: ${note70.slice(0, 300)}`);
 
   check(foreign.length === 0, `no request leaves the capsim server${foreign.length ? `: ${foreign.join(', ')}` : ''}`);
   check(errors.length === 0, `no console error${errors.length ? `: ${errors.join(' | ')}` : ''}`);
