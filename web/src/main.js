@@ -77,7 +77,9 @@ function scenarioBody(s) {
 }
 
 function planBody(s) {
-  return { ...scenarioBody(s), plan: { cards: s.cards.length ? s.cards : DEFAULT_CARDS, tp: [1, 2], search_duration: RUN.search_duration, top: 8 } };
+  // No ticked card is an input error, not a reason to plan the defaults behind the user's back.
+  if (!s.cards.length) throw new Error('Cards to consider: none is ticked; tick at least one card to plan on');
+  return { ...scenarioBody(s), plan: { cards: s.cards, tp: [1, 2], search_duration: RUN.search_duration, top: 8 } };
 }
 
 async function errorOf(res) {
@@ -322,10 +324,23 @@ async function runPlan() {
     details(s, controller.signal);
   } catch (e) {
     if (controller.signal.aborted) return;
+    clearPlan();
     setStatus(e.message, 'error');
     document.body.dataset.state = 'error';
     $('progress').hidden = true;
   }
+}
+
+// A plan stays on screen only while the inputs it answers are the ones in the form: after an
+// input error the page shows the error and no plan, so no one reads an old answer as the new one.
+function clearPlan() {
+  state.plan = null;
+  state.duels = null;
+  $('plan-table').querySelector('tbody').replaceChildren();
+  $('rejected').replaceChildren();
+  $('plan-note').textContent = '';
+  $('plan-section').hidden = true;
+  $('charts').hidden = true;
 }
 
 // The chosen option's latency curve and memory, and the 4090-or-H100 comparison.
