@@ -17,8 +17,14 @@ const DEFAULT_CARDS = ['rtx-4090', 'l40s', 'h100-sxm'];
 // Short runs keep the page responsive; the CLI's defaults (5 min searches) are for real plans.
 const RUN = { duration: '4min', warmup: '1min', search_duration: '2min' };
 
+// The chat users' workload of workloads/chatbot-500-users.yaml (the CLI's default scenario): think
+// time, turns per session whose history is the next prompt's prefix, a shared system prompt, and
+// the question and answer lengths. web/tests/page.test.mjs checks that the server reads the page's
+// workload as it reads that file's.
+const CHAT_WORKLOAD = { think: '20s', turns: 'geometric:5', system: '300', in: 'lognormal:150:1200', out: 'lognormal:250:1000' };
+
 // ---- state <-> URL ------------------------------------------------------------------------------
-const FIELDS = ['model', 'amount', 'think', 'in', 'out', 'ttft', 'tpot'];
+const FIELDS = ['model', 'amount', 'think', 'turns', 'system', 'in', 'out', 'ttft', 'tpot'];
 
 function readForm() {
   const s = {};
@@ -61,9 +67,9 @@ function fromUrl(defaults) {
 
 // ---- requests -----------------------------------------------------------------------------------
 function scenarioBody(s) {
-  const workload = { duration: RUN.duration, warmup: RUN.warmup, input_tokens: s.in, output_tokens: s.out };
+  const workload = { duration: RUN.duration, warmup: RUN.warmup, input_tokens: s.in, output_tokens: s.out, system_prompt_tokens: /^\d+$/.test(s.system) ? Number(s.system) : s.system };
   if (s.load === 'rate') workload.rate = Number(s.amount);
-  else Object.assign(workload, { users: Number(s.amount), think_time: `exponential:${s.think}` });
+  else Object.assign(workload, { users: Number(s.amount), think_time: `exponential:${s.think}`, turns: s.turns });
   const body = { model: s.model, workload, slo: { ttft_p95: `${s.ttft}ms`, tpot_p95: `${s.tpot}ms` }, seed: 1 };
   if (s.config) {
     try {
@@ -398,7 +404,7 @@ async function start() {
     l.append(box, ` ${c.name}`);
     return l;
   }));
-  const s = fromUrl({ model: 'llama-3.1-8b', amount: '50', think: '20s', in: 'lognormal:600:4000', out: 'lognormal:200:800', ttft: '1000', tpot: '100', load: 'users', cards: DEFAULT_CARDS, config: '', choice: 0 });
+  const s = fromUrl({ model: 'llama-3.1-8b', amount: '50', ...CHAT_WORKLOAD, ttft: '1000', tpot: '100', load: 'users', cards: DEFAULT_CARDS, config: '', choice: 0 });
   state.choice = s.choice;
   writeForm(s);
   $('inputs').addEventListener('input', scheduled);

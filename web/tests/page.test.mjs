@@ -5,7 +5,7 @@
 // server; no console error.
 //   node web/tests/page.test.mjs --capsim build/capsim --web build/web
 // Exit 0 pass, 1 fail, 77 skipped (no chromium, or web/node_modules not installed), with the reason.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -188,6 +188,27 @@ try {
   check(await noCards.getAttribute('body', 'data-state') === 'error' && noCardStatus.includes('none is ticked') &&
     noCardPlans.length === 0 && !(await noCards.isVisible('#plan-section')),
   `no card ticked: "${noCardStatus}", ${noCardPlans.length} API POSTs`);
+
+  // 5. The page's chat users are the CLI's: the server reads the workload the page sends for 500
+  // users exactly as the CLI reads workloads/chatbot-500-users.yaml (the simulate JSON's workload
+  // description: users, think time, turns, question and answer lengths, system prompt), with the
+  // same prefix caching. Before, the page's users were single-turn with no system prompt.
+  const chat = await browser.newPage();
+  chat.on('pageerror', (e) => errors.push(String(e)));
+  let chatPlan = null;
+  chat.on('request', (r) => { if (r.url() === `${origin}v1/plan` && !chatPlan) chatPlan = r.postDataJSON(); });
+  await chat.goto(`${origin}?model=mistral-7b&amount=500&cards=h100-sxm`);
+  await planOf(chat);
+  const { plan: _, ...chatScenario } = chatPlan;
+  const short = { duration: '20s', warmup: '0s' };
+  const pageRun = await (await fetch(`${origin}v1/simulate`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ ...chatScenario, deployment: { card: 'h100-sxm' }, workload: { ...chatScenario.workload, ...short } }),
+  })).json();
+  const cliRun = JSON.parse(execFileSync(capsim, ['simulate', join(here, '../../workloads/chatbot-500-users.yaml'),
+    '--duration', short.duration, '--warmup', short.warmup, '-q', '--json', '-'], { encoding: 'utf8' }));
+  check(pageRun.workload === cliRun.workload && pageRun.deployment?.[0]?.enable_prefix_caching === cliRun.deployment[0].enable_prefix_caching,
+    `the page's 500 chat users are chatbot-500-users.yaml's: page "${pageRun.workload ?? pageRun.error}" vs CLI "${cliRun.workload}"`);
 
   // 4. Llama-3.1-70B fits on neither card as the page plans it: no option on either, and the
   // panel says why (the plan's rejections) instead of an empty chart.
