@@ -95,7 +95,7 @@ TEST_CASE("serve: bytes that are not UTF-8 get a JSON 4xx and the server keeps s
   REQUIRE(path.status == 404);
   CHECK_THAT(error_of(path), Catch::Contains("/\xEF\xBF\xBD: no such endpoint"));
   // A body whose name holds an invalid byte: the JSON parser's message quotes it.
-  const Reply body = http_exchange(srv.port(), post_text("/v1/simulate", "{\"mo\xffdel\": 1}", kJson));
+  const Reply body = http_exchange(srv.port(), post_text("/v1/simulate", "{\"mo\xff" "del\": 1}", kJson));
   REQUIRE(body.status == 400);
   CHECK_THAT(error_of(body), Catch::Contains("malformed JSON"));
   CHECK(http_exchange(srv.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status == 200);
