@@ -514,9 +514,21 @@ ModelSpec load_model_config(const std::string& path) {
     throw Error(path + ": intermediate_size: must be > 0 (the MLP width of the dense layers)");
   }
   read_sliding_window(cfg, path, m);
-  if (const auto q = root.find("quantization_config"); q != root.end() && q->is_object()) {
-    const std::string method = q->value("quant_method", std::string());
-    if (method == "mxfp4" || method == "fp8") m.checkpoint_quant = method;
+  // A checkpoint quantised some other way (AWQ, GPTQ, bitsandbytes, ...) has weights of another
+  // size and kernels of another speed: sizing it as 16-bit would answer for a different model.
+  if (const auto q = root.find("quantization_config"); q != root.end() && !q->is_null()) {
+    const std::string where = path + ": quantization_config.quant_method: ";
+    const std::string accepted = "; accepted: mxfp4, fp8 (the checkpoint quantisations capsim sizes), or no "
+                                 "quantization_config for a 16-bit checkpoint (re-quantise with --weights)";
+    if (!q->is_object()) throw Error(path + ": quantization_config: expected an object, got " + json_type_word(*q));
+    const auto it = q->find("quant_method");
+    if (it == q->end() || !it->is_string()) {
+      throw Error(where + (it == q->end() ? std::string("missing") : std::string("expected a string, got ") +
+                                                                       json_type_word(*it)) + accepted);
+    }
+    const std::string method = it->get<std::string>();
+    if (method != "mxfp4" && method != "fp8") throw Error(where + "'" + method + "' is not supported" + accepted);
+    m.checkpoint_quant = method;
   }
   if (&cfg != &root && root.contains("vision_config") && root["vision_config"].is_object()) {
     // The vision tower is never simulated, but its weights occupy memory. Llama 4's is published

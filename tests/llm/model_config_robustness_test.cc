@@ -177,3 +177,21 @@ TEST_CASE("model config: every shipped and shared config.json loads", "[llm][rob
   CHECK(loaded >= 84);  // 41 in models/, 43 in ../shared/model-configs when this was written
 }
 
+// On 64e18c4 an AWQ or GPTQ checkpoint (4-bit weights) was sized and timed as bf16.
+TEST_CASE("model config: a quant_method capsim does not size is refused, not run as bf16", "[llm][robust][model]") {
+  const std::string accepted =
+      "; accepted: mxfp4, fp8 (the checkpoint quantisations capsim sizes), or no quantization_config "
+      "for a 16-bit checkpoint (re-quantise with --weights)";
+  CHECK(error_of(config(R"("quantization_config": {"quant_method": "awq", "bits": 4})")) ==
+        "config.json: quantization_config.quant_method: 'awq' is not supported" + accepted);
+  CHECK(error_of(config(R"("quantization_config": {"bits": 4})")) ==
+        "config.json: quantization_config.quant_method: missing" + accepted);
+  CHECK(error_of(config(R"("quantization_config": {"quant_method": 8})")) ==
+        "config.json: quantization_config.quant_method: expected a string, got a number" + accepted);
+  CHECK(error_of(config(R"("quantization_config": "gptq")")) ==
+        "config.json: quantization_config: expected an object, got a string");
+  capsim_test::TempDir dir("cfg");
+  CHECK(capsim::load_model_config(dir.write("config.json", config(R"("quantization_config": {"quant_method": "fp8"})")))
+            .checkpoint_quant == "fp8");
+  CHECK(capsim::load_model_config(dir.write("config.json", config(R"("quantization_config": null)"))).checkpoint_quant.empty());
+}
