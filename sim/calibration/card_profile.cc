@@ -318,6 +318,33 @@ CardFit fit_card(const Profile& profile, const Card& card, const CardFitOptions&
       f.floor_method = "kept the card file's value";
     }
   }
+  // A fitted efficiency is a fraction of the card's datasheet peak. Below 5% no cuBLAS GEMM on a
+  // working, unshared GPU runs; above 1.2 the GPU would outrun its datasheet by more than boost
+  // clocks allow. Either means a measurement of something else (wrong units, host time in the
+  // timing, another or a throttled GPU), which would otherwise be written out and applied.
+  constexpr double kLowestEfficiency = 0.05, kHighestEfficiency = 1.2;
+  struct Checked {
+    const ParamFit* fit;
+    std::string key, op, peak;
+  };
+  std::vector<Checked> checked = {
+      {&f.bandwidth, "memory_bandwidth", "GEMMs (memory-bound and ridge samples, all dtypes)",
+       fmt("%.3g", card.memory_bandwidth / 1e12) + " TB/s"},
+      {&f.compute, "compute", f.compute_dtype + " GEMMs",
+       fmt("%.4g", card.peak(native) / 1e12) + " TFLOPS " + f.compute_dtype}};
+  if (f.compute_fp8) {
+    checked.push_back({&*f.compute_fp8, "compute_fp8", "fp8 GEMMs",
+                       fmt("%.4g", card.peak(Precision::kFp8) / 1e12) + " TFLOPS fp8"});
+  }
+  for (const Checked& c : checked) {
+    const double v = c.fit->value;
+    if (!c.fit->fitted || (v >= kLowestEfficiency && v <= kHighestEfficiency)) continue;
+    throw Error(profile.path + ": " + c.op + ": fitted efficiency." + c.key + " " + num(v) +
+                " of card " + card.name + "'s datasheet peak (" + c.peak + ") is not physical; accepted: " +
+                num(kLowestEfficiency) + " to " + num(kHighestEfficiency) +
+                " (below, no GEMM on a working GPU is that slow; above, the GPU outran its datasheet): "
+                "check the profile's time units and that it was measured on this card, unshared");
+  }
   for (ParamFit* p : {&f.compute, &f.bandwidth}) {
     if (p->fitted && p->value > 1) {
       f.notes.push_back("fitted " + p->name + " efficiency " + num(p->value) +

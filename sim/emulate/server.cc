@@ -15,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <unordered_map>
 
@@ -264,8 +265,9 @@ class Emulator {
     call->prompt = p.request->prompt_tokens;
     call->output = plan.plan->output_tokens;
     call->finish_reason = plan.plan->finish_reason;
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(call->id));
+    char hex[33];
+    std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(id_prefix_),
+                  static_cast<unsigned long long>(call->id));
     call->ids = {std::string(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + hex,
                  static_cast<std::int64_t>(std::time(nullptr)), options_.served_model};
     call->session = s;
@@ -391,6 +393,14 @@ class Emulator {
   std::chrono::steady_clock::time_point start_;
   std::int64_t created_;
   std::uint64_t next_id_ = 0;
+  // Response ids are this process's random 64 bits then its call counter, so that emulators behind
+  // one load balancer (or restarted ones) never hand a client the same id, as vLLM's random uuids
+  // do not. Drawn from std::random_device, never from rng_: the seeded simulation stays identical.
+  std::uint64_t id_prefix_ = random_id_prefix();
+  static std::uint64_t random_id_prefix() {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+  }
   std::unordered_map<std::uint64_t, std::shared_ptr<Call>> calls_;
 };
 

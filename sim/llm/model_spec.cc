@@ -415,8 +415,25 @@ ModelSpec load_model_config(const std::string& path) {
                 ") must divide num_attention_heads (" + std::to_string(m.heads) + ")");
   }
 
-  const std::int64_t inter =
-      opt_int(cfg, {"intermediate_size", "n_inner", "ffn_hidden_size"}, path, kMaxIntermediate).value_or(4 * m.hidden);
+  // The MLP width. Only GPT-J (n_inner) and Falcon (ffn_hidden_size) define a null or absent
+  // width as 4 x hidden, in their Hugging Face config classes and modelling code; every other
+  // architecture reads intermediate_size as given (absent: its config class's default, the width
+  // of one particular checkpoint), so a guess would size the weights and the MLP time of a model
+  // that does not exist. Those need the field whenever a layer uses it.
+  const std::optional<std::int64_t> given_inter =
+      opt_int(cfg, {"intermediate_size", "n_inner", "ffn_hidden_size"}, path, kMaxIntermediate);
+  const bool four_x_default = t == "gptj" || t == "falcon";
+  const auto needed_inter = [&](const std::string& use) -> std::int64_t {
+    if (given_inter) return *given_inter;
+    if (four_x_default) return 4 * m.hidden;
+    const auto it = cfg.find("intermediate_size");
+    throw Error(path + ": intermediate_size: " +
+                (it == cfg.end() ? std::string("missing") : std::string("is ") + json_type_word(*it)) +
+                "; model_type '" + t + "' needs it as " + use +
+                " (only gptj and falcon default it to 4 x hidden_size); accepted: a whole number 1.." +
+                std::to_string(kMaxIntermediate));
+  };
+  const std::int64_t inter = given_inter.value_or(four_x_default ? 4 * m.hidden : 0);
   m.intermediate = inter;
 
   // Latent attention (DeepSeek-V2/V3).
@@ -439,7 +456,8 @@ ModelSpec load_model_config(const std::string& path) {
       throw Error(path + ": num_experts_per_tok (" + std::to_string(m.experts_per_token) +
                   ") exceeds the number of experts (" + std::to_string(m.experts) + ")");
     }
-    m.expert_intermediate = opt_int(cfg, {"moe_intermediate_size"}, path, kMaxIntermediate).value_or(inter);
+    const auto given_expert = opt_int(cfg, {"moe_intermediate_size"}, path, kMaxIntermediate);
+    m.expert_intermediate = given_expert.value_or(inter);
     std::int64_t moe_layers = m.layers;
     if (t == "deepseek_v2" || t == "deepseek_v3") {
       const auto first_dense = opt_int(cfg, {"first_k_dense_replace"}, path, kMaxLayers).value_or(0);
@@ -482,17 +500,35 @@ ModelSpec load_model_config(const std::string& path) {
     }
     m.moe_layers = moe_layers;
     m.dense_layers = m.layers - moe_layers;
+    if (m.moe_layers > 0 && !given_expert) needed_inter("the experts' MLP width (no moe_intermediate_size)");
     if (m.moe_layers > 0 && m.expert_intermediate == 0) {
       throw Error(path + ": moe_intermediate_size: must be > 0 (the experts' MLP width)");
     }
+  }
+  const bool llama4_dense_width_given = (t == "llama4_text" || t == "llama4") &&
+                                        cfg.contains("intermediate_size_mlp") && !cfg["intermediate_size_mlp"].is_null();
+  if (m.dense_layers > 0 && !llama4_dense_width_given) {
+    needed_inter("the dense layers' MLP width");
   }
   if (m.dense_layers > 0 && m.intermediate == 0) {
     throw Error(path + ": intermediate_size: must be > 0 (the MLP width of the dense layers)");
   }
   read_sliding_window(cfg, path, m);
-  if (const auto q = root.find("quantization_config"); q != root.end() && q->is_object()) {
-    const std::string method = q->value("quant_method", std::string());
-    if (method == "mxfp4" || method == "fp8") m.checkpoint_quant = method;
+  // A checkpoint quantised some other way (AWQ, GPTQ, bitsandbytes, ...) has weights of another
+  // size and kernels of another speed: sizing it as 16-bit would answer for a different model.
+  if (const auto q = root.find("quantization_config"); q != root.end() && !q->is_null()) {
+    const std::string where = path + ": quantization_config.quant_method: ";
+    const std::string accepted = "; accepted: mxfp4, fp8 (the checkpoint quantisations capsim sizes), or no "
+                                 "quantization_config for a 16-bit checkpoint (re-quantise with --weights)";
+    if (!q->is_object()) throw Error(path + ": quantization_config: expected an object, got " + json_type_word(*q));
+    const auto it = q->find("quant_method");
+    if (it == q->end() || !it->is_string()) {
+      throw Error(where + (it == q->end() ? std::string("missing") : std::string("expected a string, got ") +
+                                                                       json_type_word(*it)) + accepted);
+    }
+    const std::string method = it->get<std::string>();
+    if (method != "mxfp4" && method != "fp8") throw Error(where + "'" + method + "' is not supported" + accepted);
+    m.checkpoint_quant = method;
   }
   if (&cfg != &root && root.contains("vision_config") && root["vision_config"].is_object()) {
     // The vision tower is never simulated, but its weights occupy memory. Llama 4's is published

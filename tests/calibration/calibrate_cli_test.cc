@@ -214,3 +214,42 @@ TEST_CASE("cli: --no-calibration and CAPSIM_NO_CALIBRATION=1 keep profiles from 
   REQUIRE(env.status == 0);
   CHECK(contains(env.out, "0.7800"));
 }
+
+// On 64e18c4 a profile whose every GEMM took 100 s fitted memory_bandwidth 3.9e-6 and wrote it
+// out to be applied: every simulation on the card would have been 250,000 times too slow.
+TEST_CASE("cli: calibrate fit refuses efficiencies outside the physical range, writing nothing", "[calibration][cli]") {
+  TempDir dir;
+  const std::string out = dir.path() + "/h100-sxm.yaml";
+  const auto with_times = [](double scale, double fixed) {
+    nlohmann::json p = capsim::test::synthetic_profile({}, 11);
+    for (auto& g : p.at("gemm")) {
+      for (auto& t : g.at("seconds")) t = fixed > 0 ? fixed : t.get<double>() * scale;
+    }
+    return p.dump();
+  };
+  const std::string slow = dir.write("slow.json", with_times(1, 100.0));
+  const Result r = run("calibrate fit '" + slow + "' --card h100-sxm --out '" + out + "'");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "capsim: error: " + slow + ": GEMMs (memory-bound and ridge samples, all dtypes): fitted "
+                 "efficiency.memory_bandwidth 3.90634e-06 of card h100-sxm's datasheet peak (3.35 TB/s) is not "
+                 "physical; accepted: 0.05 to 1.2 (below, no GEMM on a working GPU is that slow; above, the GPU "
+                 "outran its datasheet): check the profile's time units and that it was measured on this card, "
+                 "unshared\n");
+  CHECK_FALSE(std::filesystem::exists(out));
+
+  // Every GEMM 3 times faster than the synthetic H100's: bandwidth 3 x 0.83 = 2.49 of the datasheet.
+  const std::string fast = dir.write("fast.json", with_times(1.0 / 3, 0));
+  const Result f = run("calibrate fit '" + fast + "' --card h100-sxm --out '" + out + "'");
+  CHECK(f.status == 2);
+  CHECK(contains(f.err, "fitted efficiency.memory_bandwidth 2.4"));
+  CHECK(contains(f.err, "is not physical; accepted: 0.05 to 1.2"));
+  CHECK_FALSE(std::filesystem::exists(out));
+
+  // 10% faster stays accepted: 0.83 / 0.9 = 0.92, applied as before.
+  const std::string quick = dir.write("quick.json", with_times(0.9, 0));
+  const Result q = run("calibrate fit '" + quick + "' --card h100-sxm --out '" + out + "' --json -");
+  REQUIRE(q.status == 0);
+  CHECK(nlohmann::json::parse(q.out).at("efficiency").at("memory_bandwidth").at("value").get<double>() ==
+        Approx(0.83 / 0.9).epsilon(0.01));
+}

@@ -392,3 +392,30 @@ TEST_CASE("emulate server: the same long prompt sent again hits the prefix cache
   CHECK(metric(m, hits) == 2 * 8176);
   CHECK(metric(m, queries) == 3 * 8192);
 }
+
+// On 64e18c4 every emulator numbered its answers chatcmpl-0000000000000000 upwards, so two behind
+// one load balancer (or one restarted) gave clients the same ids; vLLM's ids are random.
+TEST_CASE("emulate server: two emulator processes answer with different response ids", "[emulate]") {
+  const std::string args = "--model llama-3.1-8b --card h100-sxm --time-scale 10 --max-model-len 8192 --seed 1";
+  const std::string body = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})";
+  const auto first_ids = [&] {
+    Emulator emu(args);
+    std::vector<std::string> ids;
+    for (const char* route : {"/v1/chat/completions", "/v1/completions"}) {
+      const std::string b = std::string(route) == "/v1/completions" ? R"({"prompt": "Hi", "max_tokens": 2})" : body;
+      auto res = request(emu.port(), http::verb::post, route, b);
+      REQUIRE(res.result_int() == 200);
+      ids.push_back(json::parse(res.body())["id"].get<std::string>());
+    }
+    return ids;
+  };
+  const std::vector<std::string> a = first_ids(), b = first_ids();
+  INFO(a[0] << " " << b[0]);
+  CHECK(std::regex_match(a[0], std::regex("chatcmpl-[0-9a-f]{32}")));
+  CHECK(std::regex_match(a[1], std::regex("cmpl-[0-9a-f]{32}")));
+  CHECK(a[0] != b[0]);
+  CHECK(a[1] != b[1]);
+  // Within one process the ids differ too, and share the process's prefix.
+  CHECK(a[0].substr(9, 16) == a[1].substr(5, 16));
+  CHECK(a[0].substr(9) != a[1].substr(5));
+}

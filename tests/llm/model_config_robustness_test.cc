@@ -1,10 +1,12 @@
 // Malformed config.json files (issue #11): each is refused with the file, the field and the
 // accepted range, before anything divides by or multiplies its numbers.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 
 #include "sim/core/error.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -129,4 +131,67 @@ TEST_CASE("model catalogue: a path that does not exist is a missing file, not an
     }
     return std::string();
   }(), Contains("unknown model 'llama-3.1-8c'"));
+}
+
+// On 64e18c4 a null or absent intermediate_size became 4 x hidden_size for every architecture:
+// a Llama of hidden 4096 would have been sized with a 16384-wide MLP (Llama-3-8B's is 14336).
+TEST_CASE("model config: a null or absent MLP width is refused unless the architecture defines it",
+          "[llm][robust][model]") {
+  const std::string small = R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                "vocab_size": 100)";
+  CHECK(error_of(small + R"(, "model_type": "llama", "intermediate_size": null})") ==
+        "config.json: intermediate_size: is null; model_type 'llama' needs it as the dense layers' "
+        "MLP width (only gptj and falcon default it to 4 x hidden_size); accepted: a whole number 1..1048576");
+  CHECK(error_of(small + R"(, "model_type": "qwen2"})") ==
+        "config.json: intermediate_size: missing; model_type 'qwen2' needs it as the dense layers' "
+        "MLP width (only gptj and falcon default it to 4 x hidden_size); accepted: a whole number 1..1048576");
+  // Mixtral's experts take their width from intermediate_size.
+  CHECK(error_of(small + R"(, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2})") ==
+        "config.json: intermediate_size: missing; model_type 'mixtral' needs it as the experts' MLP "
+        "width (no moe_intermediate_size) (only gptj and falcon default it to 4 x hidden_size); "
+        "accepted: a whole number 1..1048576");
+  // A MoE whose every layer has moe_intermediate_size never uses intermediate_size.
+  capsim_test::TempDir dir("cfg");
+  CHECK(capsim::load_model_config(dir.write("config.json", small + R"(, "model_type": "qwen3_moe",
+          "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32})")).expert_intermediate == 32);
+  // GPT-J's n_inner and Falcon's ffn_hidden_size are 4 x hidden when null or absent, in Hugging
+  // Face's config classes and modelling code alike.
+  CHECK(capsim::load_model_config(dir.write("config.json", small + R"(, "model_type": "gptj", "n_inner": null})"))
+            .intermediate == 256);
+  CHECK(capsim::load_model_config(dir.write("config.json", small + R"(, "model_type": "falcon"})")).intermediate == 256);
+}
+
+TEST_CASE("model config: every shipped and shared config.json loads", "[llm][robust][model]") {
+  namespace fs = std::filesystem;
+  int loaded = 0;
+  for (const std::string root : {std::string(CAPSIM_DATA_DIR) + "/models", std::string(CAPSIM_SHARED_DIR) + "/model-configs"}) {
+    CAPSIM_REQUIRE_SHARED(root);
+    for (const auto& e : fs::directory_iterator(root)) {
+      const fs::path cfg = e.path() / "config.json";
+      if (!fs::exists(cfg)) continue;
+      INFO(cfg.string());
+      CHECK_NOTHROW(capsim::load_model_config(cfg.string()));
+      ++loaded;
+    }
+  }
+  CHECK(loaded >= 84);  // 41 in models/, 43 in ../shared/model-configs when this was written
+}
+
+// On 64e18c4 an AWQ or GPTQ checkpoint (4-bit weights) was sized and timed as bf16.
+TEST_CASE("model config: a quant_method capsim does not size is refused, not run as bf16", "[llm][robust][model]") {
+  const std::string accepted =
+      "; accepted: mxfp4, fp8 (the checkpoint quantisations capsim sizes), or no quantization_config "
+      "for a 16-bit checkpoint (re-quantise with --weights)";
+  CHECK(error_of(config(R"("quantization_config": {"quant_method": "awq", "bits": 4})")) ==
+        "config.json: quantization_config.quant_method: 'awq' is not supported" + accepted);
+  CHECK(error_of(config(R"("quantization_config": {"bits": 4})")) ==
+        "config.json: quantization_config.quant_method: missing" + accepted);
+  CHECK(error_of(config(R"("quantization_config": {"quant_method": 8})")) ==
+        "config.json: quantization_config.quant_method: expected a string, got a number" + accepted);
+  CHECK(error_of(config(R"("quantization_config": "gptq")")) ==
+        "config.json: quantization_config: expected an object, got a string");
+  capsim_test::TempDir dir("cfg");
+  CHECK(capsim::load_model_config(dir.write("config.json", config(R"("quantization_config": {"quant_method": "fp8"})")))
+            .checkpoint_quant == "fp8");
+  CHECK(capsim::load_model_config(dir.write("config.json", config(R"("quantization_config": null)"))).checkpoint_quant.empty());
 }

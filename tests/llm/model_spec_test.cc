@@ -551,7 +551,7 @@ TEST_CASE("models: malformed layer_types and sliding_window are rejected", "[llm
   const auto load_error = [&](const std::string& extra) {
     const std::string p = dir.write("config.json", R"({"model_type": "gpt_oss", "hidden_size": 64,
       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-      "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2)" + extra + "}");
+      "vocab_size": 100, "intermediate_size": 128, "num_local_experts": 4, "num_experts_per_tok": 2)" + extra + "}");
     return error_of([&] { capsim::load_model_config(p); });
   };
   const std::string f = dir.path() + "/config.json";
