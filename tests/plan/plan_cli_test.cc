@@ -188,3 +188,19 @@ TEST_CASE("plan: a verification that stops early ends its progress line saying w
   CHECK(r.err.substr(r.err.size() - last.size()) == last);
   CHECK_FALSE(has(r.err, "verifying [##############################] " + total + "/" + total));
 }
+
+TEST_CASE("plan --replications: the footer names the over-seeds interval the decision used", "[plan][cli]") {
+  // With --replications 3 each SLO is decided by a t interval over the 3 seeds' steady-state
+  // estimates (decide_slo_replicated), not one run's batch means: the footer must say which.
+  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s --tp 1 --kv-cache auto --top 1";
+  const auto three = run_capsim("plan " + args + " --replications 3");
+  INFO(three.out);
+  REQUIRE(three.status == 0);
+  CHECK(has(three.out, "Each option meets every SLO with its 95% interval over 3 seeds (a t interval of the seeds' "
+                       "steady-state estimates, each after MSER-5 warm-up detection) inside the bound; TTFT p95 is "
+                       "the seeds' mean estimate"));
+  CHECK_FALSE(has(three.out, "batch means"));
+  const auto one = run_capsim("plan " + args);
+  REQUIRE(one.status == 0);
+  CHECK(has(one.out, "Each option meets every SLO with its 95% interval (batch means after MSER-5 warm-up detection)"));
+}
