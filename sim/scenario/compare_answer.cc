@@ -184,12 +184,33 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     std::vector<std::string> names;
     for (std::string x; std::getline(in, x, ',');) names.push_back(cards().find(x).name);
     if (names.size() != 2) throw Error("--search-mix: '" + o.search_mix + "' must name two cards, e.g. h100-sxm,rtx-4090");
-    for (int a = 0; a <= o.max_cards; ++a) {
-      for (int b = 0; a + b <= o.max_cards; ++b) {
+    // Each card's replicas use the smallest TP of plan's default list (1, 2, 4, 8) within
+    // --max-cards at which the model fits, so a model too large for one card is still mixed;
+    // one TP per card keeps the search to the same number of fleets. A card the model fits at no
+    // TP keeps TP 1, whose rows say why it does not fit.
+    const auto smallest_tp = [&](const std::string& card) {
+      for (int tp : {1, 2, 4, 8}) {
+        if (tp > o.max_cards) break;
+        GroupSpec g{1, card, tp, "auto"};
+        inherit_scenario_precisions(base.deployment, g);
+        try {
+          const std::vector<ReplicaGroup> resolved = resolve_groups(apply_groups(base, {g}));
+          if (std::all_of(resolved.begin(), resolved.end(),
+                          [](const ReplicaGroup& x) { return plan_fit(x.deployment).fits; })) {
+            return tp;
+          }
+        } catch (const Error&) {  // a TP the model cannot split over (heads): the next one
+        }
+      }
+      return 1;
+    };
+    const int tp_a = smallest_tp(names[0]), tp_b = smallest_tp(names[1]);
+    for (int a = 0; a * tp_a <= o.max_cards; ++a) {
+      for (int b = 0; a * tp_a + b * tp_b <= o.max_cards; ++b) {
         if (a + b == 0) continue;
         CompareRow r;
-        if (a > 0) r.groups.push_back({a, names[0], 1, "auto"});
-        if (b > 0) r.groups.push_back({b, names[1], 1, "auto"});
+        if (a > 0) r.groups.push_back({a, names[0], tp_a, "auto"});
+        if (b > 0) r.groups.push_back({b, names[1], tp_b, "auto"});
         rows.push_back(r);
       }
     }

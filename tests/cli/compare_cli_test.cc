@@ -146,3 +146,22 @@ TEST_CASE("compare: a reason too long for its cell is shortened at a word and gi
   CHECK(capsim::shorten_at_word("short", 60) == "short");
   CHECK(capsim::shorten_at_word("abcdefghijklmnop", 10) == "abcdef ...");
 }
+
+TEST_CASE("compare --search-mix: a model one card cannot hold is mixed at the TP it needs", "[compare][cli]") {
+  // Llama-3.1-70B in bf16 (131 GiB of weights) fits two H100s (TP 2) but no 4090 group within
+  // 4 cards (TP 8 would be needed). The mix runs H100 replicas at TP 2, so 1 or 2 of them (2 or
+  // 4 cards) run, instead of every fleet failing at TP 1 ("none of the deployments can run").
+  const auto j = compare_json("--model llama-3.1-70b --rate 0.2 --requests 10 --input-tokens 256 --output-tokens 32 "
+                              "--search-mix h100-sxm,rtx-4090 --max-cards 4");
+  std::vector<std::string> ran, names;
+  for (const auto& d : j["deployments"]) {
+    names.push_back(d["deployment"]);
+    if (!d.contains("error")) ran.push_back(d["deployment"]);
+  }
+  CHECK(ran == std::vector<std::string>{"1x h100-sxm tp2", "2x h100-sxm tp2"});
+  // Every fleet counts its cards: a 4090 group (TP 1, does not fit) beside one H100 pair up to 4.
+  CHECK(names == std::vector<std::string>{"1x rtx-4090", "2x rtx-4090", "3x rtx-4090", "4x rtx-4090",
+                                          "1x h100-sxm tp2", "1x h100-sxm tp2 + 1x rtx-4090",
+                                          "1x h100-sxm tp2 + 2x rtx-4090", "2x h100-sxm tp2"});
+  CHECK(best_of(j) == "1x h100-sxm tp2");
+}
