@@ -48,6 +48,12 @@ using plan::label;
 
 // Progress on stderr: a bar rewritten in place on a terminal, a line every 5 s in logs.
 void progress_bar(ProgressLine& line, std::size_t done, std::size_t total, const char* what) {
+  if (std::string(what) == "verified") {  // verification stopped early: why, as the last line
+    line.finish("capsim plan: verified the cheapest " + std::to_string(done) + " of " + std::to_string(total) +
+                " options; the other " + std::to_string(total - done) +
+                " already cost more than the options that passed");
+    return;
+  }
   const int width = 30;
   const int filled = total ? static_cast<int>(width * done / total) : width;
   const std::string text = "capsim plan: " + std::string(what) + " [" + std::string(filled, '#') +

@@ -338,6 +338,9 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       if (progress) progress(std::min(after, ok.size()), ok.size(), "verifying");
     }
   }
+  // Verification stopped before the last option: the progress ends there, saying so (a last
+  // "verifying" call would leave the line at "verifying 4/26", as if cut off).
+  if (progress && next < ok.size()) progress(next, ok.size(), "verified");
   for (std::size_t k = next; k < ok.size(); ++k) {
     Candidate& c = cands[ok[k]];
     c.rejected = true;

@@ -96,7 +96,9 @@ struct PlanOutcome {
   std::int64_t search_requests = 0, search_steps = 0, verify_requests = 0, verify_steps = 0;
 };
 
-// progress(done, total, "searching" | "verifying"); may be empty.
+// progress(done, total, "searching" | "verifying" | "verified"); may be empty. Each phase ends
+// with done == total, except verification that stops early (the options left already cost more
+// than the --top verified ones): it ends with one "verified" call, done = the options verified.
 using PlanProgress = std::function<void(std::size_t, std::size_t, const char*)>;
 
 // REQUIRES: base has SLOs or space.min_goodput, one deployment group. Throws capsim::Error for

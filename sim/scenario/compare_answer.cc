@@ -184,12 +184,47 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     std::vector<std::string> names;
     for (std::string x; std::getline(in, x, ',');) names.push_back(cards().find(x).name);
     if (names.size() != 2) throw Error("--search-mix: '" + o.search_mix + "' must name two cards, e.g. h100-sxm,rtx-4090");
-    for (int a = 0; a <= o.max_cards; ++a) {
-      for (int b = 0; a + b <= o.max_cards; ++b) {
+    // Each card's replicas use the smallest TP of plan's default list (1, 2, 4, 8) within
+    // --max-cards at which the model fits, at the scenario's weights, else at fp8, else int4
+    // (the precision named in the fleet), so a model too large for one card is still mixed; one
+    // (TP, weights) per card keeps the search to the same number of fleets. A card the model fits
+    // at none keeps TP 1 at the scenario's weights, whose rows say why it does not fit.
+    const auto smallest_group = [&](const std::string& card) {
+      for (const char* weights : {"", "fp8", "int4"}) {  // "": the scenario's (as a -d naming none)
+        for (int tp : {1, 2, 4, 8}) {
+          if (tp > o.max_cards) break;
+          GroupSpec g{1, card, tp, "auto"};
+          if (*weights) {
+            g.weights = weights;
+            g.weights_named = true;
+          }
+          GroupSpec first = g;
+          inherit_scenario_precisions(base.deployment, first);
+          try {
+            const std::vector<ReplicaGroup> resolved = resolve_groups(apply_groups(base, {first}));
+            if (std::all_of(resolved.begin(), resolved.end(),
+                            [](const ReplicaGroup& x) { return plan_fit(x.deployment).fits; })) {
+              return g;
+            }
+          } catch (const Error&) {  // a TP the heads do not split over, a precision the card lacks
+          }
+        }
+      }
+      return GroupSpec{1, card, 1, "auto"};
+    };
+    const GroupSpec group_a = smallest_group(names[0]), group_b = smallest_group(names[1]);
+    for (int a = 0; a * group_a.tp <= o.max_cards; ++a) {
+      for (int b = 0; a * group_a.tp + b * group_b.tp <= o.max_cards; ++b) {
         if (a + b == 0) continue;
         CompareRow r;
-        if (a > 0) r.groups.push_back({a, names[0], 1, "auto"});
-        if (b > 0) r.groups.push_back({b, names[1], 1, "auto"});
+        if (a > 0) {
+          r.groups.push_back(group_a);
+          r.groups.back().replicas = a;
+        }
+        if (b > 0) {
+          r.groups.push_back(group_b);
+          r.groups.back().replicas = b;
+        }
         rows.push_back(r);
       }
     }

@@ -91,11 +91,18 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
   for (int t : {2, 4, 8}) {
     if (t > base.tp) tps.push_back(t);
   }
+  // Per TP: the highest weight precision that fits (the least change); above the deployment's
+  // TP also each lower precision that fits there and at no smaller TP (Llama-3.1-70B on 4090s:
+  // fp8 and int4 both first fit at TP 4, and int4 over 4 cards is the usual setup).
+  std::vector<Precision> fit_at_smaller_tp;
   for (int tp : tps) {
     bool found = false;
+    std::vector<Precision> fit_here;
     for (Precision w : weight_options) {
-      for (Precision kv : kv_options) {
-        if (found || (tp == base.tp && w == base.weights && kv == base.kv_cache)) continue;
+      const bool new_precision =
+          std::find(fit_at_smaller_tp.begin(), fit_at_smaller_tp.end(), w) == fit_at_smaller_tp.end();
+      for (Precision kv : kv_options) {  // the first KV precision that fits with these weights
+        if (tp == base.tp && w == base.weights && kv == base.kv_cache) continue;
         Deployment d = base;
         d.tp = tp;
         d.weights = w;
@@ -103,6 +110,8 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
         d.kv_cache = kv;
         MemoryPlan plan;
         if (!fits(d, plan)) continue;
+        fit_here.push_back(w);
+        if (found && !(tp > base.tp && new_precision)) break;
         std::string label;
         if (w != base.weights) label += "--weights " + std::string(precision_name(w)) + " ";
         if (kv != base.kv_cache) label += "--kv-cache " + std::string(precision_name(kv)) + " ";
@@ -112,8 +121,10 @@ std::vector<std::pair<std::string, MemoryPlan>> alternatives(const Deployment& b
         label.pop_back();
         out.emplace_back(label, plan);
         found = true;
+        break;
       }
     }
+    fit_at_smaller_tp.insert(fit_at_smaller_tp.end(), fit_here.begin(), fit_here.end());
   }
   std::vector<const Card*> others;
   for (const Card& c : cards().cards()) {

@@ -1,5 +1,6 @@
 #include "sim/scenario/launch_command.h"
 
+#include <cctype>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "sim/report/table.h"
 #include "sim/hardware/precision.h"
 #include "sim/llm/memory_plan.h"
+#include "sim/scenario/catalogues.h"
 
 namespace capsim::scenario {
 namespace {
@@ -44,6 +46,29 @@ std::string model_argument(const ModelSpec& m) {
   return m.name;
 }
 
+// Whether a Hugging Face id names an instruction-tuned checkpoint: "...-Instruct...", "...-Chat...",
+// "...-it" (Gemma), "...-chat-hf" (Llama 2).
+bool names_chat_checkpoint(const std::string& id) {
+  std::string name = id.substr(id.find('/') + 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name.find("instruct") != std::string::npos || name.find("chat") != std::string::npos ||
+         (name.size() > 3 && name.compare(name.size() - 3, 3, "-it") == 0);
+}
+
+// The checkpoint the line serves: for a chat workload the instruct/chat twin of a base hf_id
+// when an alias names one (a Hugging Face id, with its organisation), else model_argument.
+std::string served_model(const LaunchTarget& t) {
+  const ModelSpec& m = t.deployment.model;
+  if (t.chat && !m.hf_id.empty() && !names_chat_checkpoint(m.hf_id)) {
+    if (const ModelEntry* e = models().entry(m.name)) {
+      for (const std::string& alias : e->aliases) {
+        if (alias.find('/') != std::string::npos && names_chat_checkpoint(alias)) return alias;
+      }
+    }
+  }
+  return model_argument(m);
+}
+
 // The context the replica served: the simulation's memory plan, else --max-model-len as given.
 long long served_len(const LaunchTarget& t) {
   return t.served_max_model_len > 0 ? t.served_max_model_len : t.deployment.limits.max_model_len;
@@ -54,7 +79,7 @@ long long served_len(const LaunchTarget& t) {
 void weights_note(const LaunchTarget& t, const std::string& server, std::vector<std::string>& notes) {
   const Deployment& d = t.deployment;
   const std::string fmt_name(precision_name(d.weights));
-  const std::string id = model_argument(d.model);
+  const std::string id = served_model(t);
   if (d.weights == Precision::kInt4) {
     notes.push_back("weights int4: serve an AWQ or GPTQ int4 checkpoint of " + id + " (" + server +
                     " reads its quantization_config); the line names the 16-bit checkpoint");
@@ -202,7 +227,7 @@ std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<st
                   ", enable_block_reuse: " + (lim.enable_prefix_caching ? "true" : "false") +
                   "}, enable_chunked_prefill: " + (chunked ? "true" : "false"));
   if (t.weights_spec != "auto" && d.weights == Precision::kFp8 && d.model.checkpoint_quant != "fp8") {
-    notes.push_back("weights fp8: serve an FP8 checkpoint of " + model_argument(d.model) +
+    notes.push_back("weights fp8: serve an FP8 checkpoint of " + served_model(t) +
                     " (NVIDIA ModelOpt); trtllm-serve does not quantise on load");
   }
   if (t.weights_spec != "auto") weights_note(t, "TensorRT-LLM", notes);
@@ -227,7 +252,7 @@ std::vector<LaunchCommand> launch_commands(const LaunchTarget& t) {
   }
   LaunchCommand v;
   v.program = "vllm serve";
-  v.model = model_argument(t.deployment.model);
+  v.model = served_model(t);
   if (!replicas_note.empty()) v.notes.push_back(replicas_note);
   v.flags = vllm_serve_flags(t, v.notes);
   out.push_back(v);
@@ -252,6 +277,7 @@ std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
     t.replicas = groups[g].replicas;
     t.router = spec.router;
     t.policy = spec.policy;
+    t.chat = spec.users.has_value() || spec.turns != "1" || spec.system_prompt_tokens > 0;
     // The context the simulated replicas served: the same memory plan the simulation makes
     // (sim/cluster/simulation.cc: plan_memory(d, 1, policy == vllm-v1)).
     const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");

@@ -61,6 +61,11 @@ struct LaunchTarget {
   // "prefill" or "decode" for a pool of a disaggregated deployment (serving pd-disaggregated),
   // empty otherwise: the pool's engines get vLLM's NixlConnector.
   std::string pd_role;
+  // A chat workload (closed-loop users, several turns or a system prompt): the line names the
+  // model's instruct/chat checkpoint where the catalogue lists one among its aliases
+  // (meta-llama/Llama-3.1-8B-Instruct for llama-3.1-8b, whose hf_id is the base checkpoint);
+  // the twins have the same shapes, so the simulation holds for either.
+  bool chat = false;
 };
 
 // The ordered flags of `vllm serve` for the target, with notes appended to `notes`.

@@ -310,11 +310,19 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
     }
     else t.print(text);
     table = t;
-    text << "  Each option meets every SLO with its 95% interval (batch means after MSER-5 warm-up "
-            "detection) inside the bound; TTFT p95 is the steady-state estimate with the interval's upper end in brackets. 'router': the "
-            "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
-            "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
-            "and what limits it.\n";
+    // The interval the decision used: one run's batch means, or (--replications) a t interval over
+    // the seeds' steady-state estimates (decide_slo_replicated).
+    if (o.replications > 1) {
+      text << "  Each option meets every SLO with its 95% interval over " << o.replications
+           << " seeds (a t interval of the seeds' steady-state estimates, each after MSER-5 warm-up detection) "
+              "inside the bound; TTFT p95 is the seeds' mean estimate with the interval's upper end in brackets. 'router': the ";
+    } else {
+      text << "  Each option meets every SLO with its 95% interval (batch means after MSER-5 warm-up "
+              "detection) inside the bound; TTFT p95 is the steady-state estimate with the interval's upper end in brackets. 'router': the ";
+    }
+    text << "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
+              "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
+              "and what limits it.\n";
     // Verification can confirm more options than the table shows (a round verifies several at
     // once); they are in the JSON's options[], and named here so that every candidate is
     // accounted for in the text too.

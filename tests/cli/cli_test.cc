@@ -96,6 +96,30 @@ TEST_CASE("cli: fit says what would fit when a model does not", "[cli]") {
   CHECK(alternatives >= 1);
 }
 
+TEST_CASE("cli: fit's alternatives include int4 over 4 cards for Llama-3.1-70B on RTX 4090s", "[cli]") {
+  // 70B fits no 4090 pair in any precision; over 4 cards both fp8 and int4 first fit. Both are
+  // listed at TP 4 (int4 over 4 x 4090 is the usual setup), each line with the KV capacity that
+  // `fit` of that deployment reports; TP 8 adds only bf16 (fp8 and int4 already fit at TP 4).
+  const Result r = run_capsim("fit --model llama-3.1-70b --card rtx-4090");
+  CHECK(r.status == 1);
+  const auto kv_tokens = [](const std::string& args) {
+    const Result f = run_capsim("fit --model llama-3.1-70b --card rtx-4090 " + args + " --json -");
+    REQUIRE(f.status == 0);
+    return nlohmann::json::parse(f.out).at("kv_tokens").get<long long>();
+  };
+  std::vector<std::string> alternatives;
+  for (const auto& l : lines(r.out)) {
+    if (l.rfind("    --", 0) == 0 && contains(l, " KV tokens, ") && !contains(l, "--card ")) {
+      alternatives.push_back(l.substr(0, l.find(" KV tokens, ")));
+    }
+  }
+  const std::string link = " (PCIe via host (no P2P)): ";
+  CHECK(alternatives == std::vector<std::string>{
+                            "    --weights fp8 --tp 4" + link + std::to_string(kv_tokens("--weights fp8 --tp 4")),
+                            "    --weights int4 --tp 4" + link + std::to_string(kv_tokens("--weights int4 --tp 4")),
+                            "    --tp 8" + link + std::to_string(kv_tokens("--tp 8"))});
+}
+
 TEST_CASE("cli: fit --json - prints the plan as JSON with the hand-computed KV capacity",
           "[cli]") {
   const Result r = run_capsim("fit --model llama-3.1-8b --card h100-sxm --json -");

@@ -146,3 +146,25 @@ TEST_CASE("compare: a reason too long for its cell is shortened at a word and gi
   CHECK(capsim::shorten_at_word("short", 60) == "short");
   CHECK(capsim::shorten_at_word("abcdefghijklmnop", 10) == "abcdef ...");
 }
+
+TEST_CASE("compare --search-mix: a model one card cannot hold is mixed at the TP and precision it needs",
+          "[compare][cli]") {
+  // Llama-3.1-70B in bf16 (131 GiB of weights) fits two H100s (TP 2); on RTX 4090s it fits no
+  // TP within 4 cards in bf16 (TP 8 would be needed) but fits 4 of them in fp8 (`capsim fit`:
+  // --weights fp8 --tp 4). The mix runs H100 replicas at TP 2 and 4090 replicas at TP 4 fp8, and
+  // counts cards as replicas x TP, instead of every fleet failing at TP 1 ("none of the
+  // deployments can run").
+  const auto j = compare_json("--model llama-3.1-70b --rate 0.2 --requests 10 --input-tokens 256 --output-tokens 32 "
+                              "--search-mix h100-sxm,rtx-4090 --max-cards 4");
+  std::vector<std::string> ran, names;
+  for (const auto& d : j["deployments"]) {
+    names.push_back(d["deployment"]);
+    if (!d.contains("error")) ran.push_back(d["deployment"]);
+    CHECK(d["cards"].get<int>() <= 4);
+  }
+  CHECK(names == std::vector<std::string>{"1x rtx-4090 tp4 fp8", "1x h100-sxm tp2", "2x h100-sxm tp2"});
+  CHECK(ran == names);
+  // Without SLOs the verdict is the most output per dollar: the same output (the load is light)
+  // on the cheapest fleet, 4 x $0.34 against 2 x $2.69.
+  CHECK(best_of(j) == "1x rtx-4090 tp4 fp8");
+}

@@ -159,3 +159,48 @@ TEST_CASE("capacity: the title names the decode pool and KV link of a disaggrega
   CHECK(r.status == 0);
   CHECK(has(r.out, "capsim capacity: llama-3.1-8b on prefill 1 x h100-sxm, decode 1 x l40s over ib-ndr-400 (bf16)"));
 }
+
+TEST_CASE("plan: a verification that stops early ends its progress line saying why", "[plan][cli]") {
+  // Nine cards with --top 2: 6 options pass the load-share search, the first round verifies 4
+  // of them and the other 2's estimates already cost more than the 2 cheapest verified, so
+  // verification stops before the last option. The progress (stderr, not a terminal: whole
+  // lines) must end saying so, not with an unfinished "verifying 4/6".
+  const std::string args =
+      "--model llama-3.1-8b --duration 2min --input-tokens 512 --output-tokens 128 --rate 8 "
+      "--slo 'ttft_p95<=1s' --cards l4,l40s,a10,rtx-4090,a100-80gb-pcie,h100-sxm,t4,a10g,rtx-3090 --tp 1,2 --top 2";
+  const auto j = plan_json(args + " -q");
+  // Verified: those listed and those verification rejected as a whole cluster.
+  std::size_t verified = j["options"].size(), not_verified = 0;
+  for (const auto& x : j["rejected"]) {
+    const std::string why = x["reason"];
+    if (why.rfind("not verified", 0) == 0) ++not_verified;
+    if (why.rfind("misses the SLOs as a whole cluster", 0) == 0) ++verified;
+  }
+  REQUIRE(not_verified > 0);
+  const auto r = run_capsim("plan " + args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::string total = std::to_string(verified + not_verified);
+  const std::string last = "capsim plan: verified the cheapest " + std::to_string(verified) + " of " + total +
+                           " options; the other " + std::to_string(not_verified) +
+                           " already cost more than the options that passed\n";
+  REQUIRE(r.err.size() >= last.size());
+  CHECK(r.err.substr(r.err.size() - last.size()) == last);
+  CHECK_FALSE(has(r.err, "verifying [##############################] " + total + "/" + total));
+}
+
+TEST_CASE("plan --replications: the footer names the over-seeds interval the decision used", "[plan][cli]") {
+  // With --replications 3 each SLO is decided by a t interval over the 3 seeds' steady-state
+  // estimates (decide_slo_replicated), not one run's batch means: the footer must say which.
+  const std::string args = kLight + " --rate 2 --slo 'ttft_p95<=1s' --cards l40s --tp 1 --kv-cache auto --top 1";
+  const auto three = run_capsim("plan " + args + " --replications 3");
+  INFO(three.out);
+  REQUIRE(three.status == 0);
+  CHECK(has(three.out, "Each option meets every SLO with its 95% interval over 3 seeds (a t interval of the seeds' "
+                       "steady-state estimates, each after MSER-5 warm-up detection) inside the bound; TTFT p95 is "
+                       "the seeds' mean estimate"));
+  CHECK_FALSE(has(three.out, "batch means"));
+  const auto one = run_capsim("plan " + args);
+  REQUIRE(one.status == 0);
+  CHECK(has(one.out, "Each option meets every SLO with its 95% interval (batch means after MSER-5 warm-up detection)"));
+}

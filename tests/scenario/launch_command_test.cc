@@ -281,3 +281,39 @@ TEST_CASE("launch: pipeline, data and expert parallelism print vLLM's flags, all
   for (const auto& n : dpl[0].notes) dp_note = dp_note || has(n, "DP attention: each of the 8 ranks");
   CHECK(dp_note);
 }
+
+TEST_CASE("launch: a chat workload serves the model's instruct checkpoint where the catalogue lists one",
+          "[launch]") {
+  // llama-3.1-8b's hf_id is the base checkpoint (meta-llama/Llama-3.1-8B); its aliases list the
+  // Instruct twin, which a chat service serves. An open-loop single-turn workload keeps the hf_id.
+  ScenarioSpec chat;
+  chat.deployment.model = "llama-3.1-8b";
+  chat.deployment.card = "h100-sxm";
+  chat.users = 50;
+  CHECK(launch_commands(launch_targets(chat).front()).front().line().rfind(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 ", 0) == 0);
+  ScenarioSpec turns = chat;
+  turns.users.reset();
+  turns.turns = "3";
+  CHECK(launch_commands(launch_targets(turns).front()).front().model == "meta-llama/Llama-3.1-8B-Instruct");
+  ScenarioSpec open_loop = turns;
+  open_loop.turns = "1";
+  CHECK(launch_commands(launch_targets(open_loop).front()).front().model == "meta-llama/Llama-3.1-8B");
+  // Gemma's instruct twin is "-it"; an hf_id that is already instruct-tuned stays; a model with
+  // no instruct alias (qwen2-7b) keeps its hf_id.
+  chat.deployment.model = "gemma-2-9b";
+  CHECK(launch_commands(launch_targets(chat).front()).front().model == "google/gemma-2-9b-it");
+  chat.deployment.model = "mistral-7b";
+  CHECK(launch_commands(launch_targets(chat).front()).front().model == "mistralai/Mistral-7B-Instruct-v0.3");
+  chat.deployment.model = "qwen2-7b";
+  CHECK(launch_commands(launch_targets(chat).front()).front().model == "Qwen/Qwen2-7B");
+  // int4 weights: the note names the checkpoint the line serves.
+  chat.deployment.model = "llama-3.1-8b";
+  chat.deployment.weights = "int4";
+  const LaunchCommand int4 = launch_commands(launch_targets(chat).front()).front();
+  bool note = false;
+  for (const std::string& n : int4.notes) {
+    note = note || n.rfind("weights int4: serve an AWQ or GPTQ int4 checkpoint of meta-llama/Llama-3.1-8B-Instruct (", 0) == 0;
+  }
+  CHECK(note);
+}
