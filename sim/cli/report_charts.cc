@@ -171,20 +171,14 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
   if (!spec.slos.empty()) {
     std::vector<std::vector<std::string>> srows;
     std::vector<std::string> cls;
-    // The verdict the text report gives (print_simulation): decided on the steady state's 95%
-    // interval, not on the whole window's value alone, which called INCONCLUSIVE "MISSED".
+    // The rows and verdicts the text report gives (print_simulation), from one function: decided
+    // on the steady state's 95% interval, not on the whole window's value alone.
     for (const SloSpec& s : spec.slos) {
-      const plan::SloDecision d = plan::decide_slo(s, r);
-      srows.push_back({d.slo, units::format_time(s.seconds), std::isnan(d.value) ? "-" : units::format_time(d.value),
-                       d.has_interval ? units::format_time(d.estimate) + " (" + units::format_time(d.low) + " - " +
-                                            units::format_time(d.high) + ")"
-                                      : "-",
-                       plan::decision_name(d.decision)});
-      cls.push_back(d.decision == plan::Decision::kPass   ? "pass"
-                    : d.decision == plan::Decision::kFail ? "fail"
-                                                          : "");
+      srows.push_back(scenario::slo_row(s, r));
+      const plan::Decision d = plan::decide_slo(s, r).decision;
+      cls.push_back(d == plan::Decision::kPass ? "pass" : d == plan::Decision::kFail ? "fail" : "");
     }
-    page.table({"SLO", "bound", "measured window", "steady state (95% interval)", "verdict"}, srows, cls);
+    page.table(scenario::slo_row_headings(), srows, cls);
   }
   const double warmup = to_seconds(b.config.warmup);
   page.chart(latency_cdf_chart(r, spec.slos), "Cumulative share of measured requests at or below each latency.");

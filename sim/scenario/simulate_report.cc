@@ -122,6 +122,19 @@ nlohmann::json distribution(const SimulationResult& r, Get get) {
 
 }  // namespace
 
+std::vector<std::string> slo_row_headings() {
+  return {"SLO", "bound", "measured window", "steady state (95% interval)", "verdict"};
+}
+
+std::vector<std::string> slo_row(const SloSpec& slo, const SimulationResult& r) {
+  const plan::SloDecision sd = plan::decide_slo(slo, r);
+  return {sd.slo, units::format_time(slo.seconds), std::isnan(sd.value) ? "-" : units::format_time(sd.value),
+          sd.has_interval ? units::format_time(sd.estimate) + " (" + units::format_time(sd.low) + " - " +
+                                units::format_time(sd.high) + ")"
+                          : "-",
+          plan::decision_name(sd.decision)};
+}
+
 double slo_value(const SloSpec& slo, const SimulationResult& r) {
   const Percentiles& p = metric(slo.metric, r);
   if (p.count == 0) return std::nan("");
@@ -401,15 +414,8 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
   print_steady_state(os, r.steady);
   if (!spec.slos.empty()) {
     os << "\n";
-    TextTable s({"SLO", "bound", "measured window", "steady state (95% interval)", "verdict"});
-    for (const SloSpec& slo : spec.slos) {
-      const plan::SloDecision sd = plan::decide_slo(slo, r);
-      s.row({sd.slo, units::format_time(slo.seconds), std::isnan(sd.value) ? "-" : units::format_time(sd.value),
-             sd.has_interval ? units::format_time(sd.estimate) + " (" + units::format_time(sd.low) + " - " +
-                                   units::format_time(sd.high) + ")"
-                             : "-",
-             plan::decision_name(sd.decision)});
-    }
+    TextTable s(slo_row_headings());
+    for (const SloSpec& slo : spec.slos) s.row(slo_row(slo, r));
     s.print(os);
     for (const SloSpec& slo : spec.slos) {
       const plan::SloDecision sd = plan::decide_slo(slo, r);

@@ -32,4 +32,10 @@ void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::v
 // The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
 double slo_value(const SloSpec& slo, const SimulationResult& r);
 
+// One SLO's row as the text report and the HTML page both show it: the SLO, its bound, the
+// measured window, the steady state with its 95% interval, and decide_slo's verdict.
+std::vector<std::string> slo_row(const SloSpec& slo, const SimulationResult& r);
+// The headings of those rows.
+std::vector<std::string> slo_row_headings();
+
 }  // namespace capsim::scenario
