@@ -55,7 +55,6 @@ RequestHeaders headers_of(const boost::beast::http::request_header<>& req) {
     return std::string_view(it->value().data(), it->value().size());
   };
   RequestHeaders h;
-  h.method = std::string_view(req.method_string().data(), req.method_string().size());
   h.version = req.version();
   h.host = header(bhttp::field::host);
   h.origin = header(bhttp::field::origin);

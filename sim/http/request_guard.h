@@ -33,7 +33,6 @@ struct GuardPolicy {
 
 // The request's headers as the guard needs them (empty when absent).
 struct RequestHeaders {
-  std::string_view method;
   unsigned version = 11;  // 10 or 11
   std::optional<std::string_view> host, origin, content_type, authorization;
 };

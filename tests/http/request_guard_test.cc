@@ -14,7 +14,6 @@ namespace {
 
 RequestHeaders post(std::string_view host) {
   RequestHeaders h;
-  h.method = "POST";
   h.host = host;
   h.content_type = "application/json";
   return h;
