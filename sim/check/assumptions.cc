@@ -852,13 +852,18 @@ nlohmann::json check_json(const CheckOutcome& c) {
 std::string junit_xml(const CheckOutcome& c) {
   std::ostringstream x;
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  // An INCONCLUSIVE row is a JUnit <error> (the check could not decide; `check` exits 3), a FAIL
+  // row a <failure>: the totals of <testsuites> and of each <testsuite> count them the same way.
   x << "<testsuites name=\"capsim check " << xml_escape(c.file) << "\" tests=\"" << c.tests << "\" failures=\""
-    << c.failures << "\" errors=\"0\" time=\"" << seconds_text(c.seconds) << "\">\n";
+    << c.failures << "\" errors=\"" << c.inconclusive << "\" time=\"" << seconds_text(c.seconds) << "\">\n";
   for (const AssertionOutcome& a : c.assertions) {
-    int failures = 0;
-    for (const Row& r : a.rows) failures += !r.passed;
+    int failures = 0, errors = 0;
+    for (const Row& r : a.rows) {
+      if (r.inconclusive) ++errors;
+      else if (!r.passed) ++failures;
+    }
     x << "  <testsuite name=\"" << xml_escape(a.name) << "\" tests=\"" << a.rows.size() << "\" failures=\""
-      << failures << "\" errors=\"0\" skipped=\"0\" time=\"" << seconds_text(a.seconds) << "\">\n";
+      << failures << "\" errors=\"" << errors << "\" skipped=\"0\" time=\"" << seconds_text(a.seconds) << "\">\n";
     if (!a.description.empty()) {
       x << "    <properties><property name=\"description\" value=\"" << xml_escape(a.description)
         << "\"/><property name=\"scenario\" value=\"" << xml_escape(a.scenario) << "\"/></properties>\n";
@@ -871,10 +876,12 @@ std::string junit_xml(const CheckOutcome& c) {
         continue;
       }
       const std::string msg = r.message.empty() ? "measured " + r.measured_text + ", limit " + r.limit_text : r.message;
-      x << ">\n      <failure message=\"" << xml_escape(msg) << "\" type=\"" << xml_escape(r.kind) << "\">"
-        << xml_escape(a.name + ": " + row_title(r) + ": measured " + r.measured_text + ", limit " + r.limit_text +
-                      ", margin " + margin_text(r.margin))
-        << "</failure>\n    </testcase>\n";
+      const char* element = r.inconclusive ? "error" : "failure";
+      x << ">\n      <" << element << " message=\"" << xml_escape(msg) << "\" type=\""
+        << xml_escape(r.inconclusive ? "inconclusive" : r.kind) << "\">"
+        << xml_escape(a.name + ": " + row_title(r) + ": " + row_status(r) + ", measured " + r.measured_text +
+                      ", limit " + r.limit_text + ", margin " + margin_text(r.margin))
+        << "</" << element << ">\n    </testcase>\n";
     }
     x << "  </testsuite>\n";
   }

@@ -137,7 +137,8 @@ CheckOutcome run_checks(const Assumptions& a,
 // docs/json-output.md#check.
 nlohmann::json check_json(const CheckOutcome& c);
 // JUnit XML: <testsuites> with one <testsuite> per assertion, one <testcase> per row, a
-// <failure message=...> for each failing row.
+// <failure message=...> for each FAIL row and an <error type="inconclusive" message=...> for each
+// INCONCLUSIVE row; failures/errors totals count them alike at both levels.
 std::string junit_xml(const CheckOutcome& c);
 
 // "+12.3%", "-4.0%", "-" when absent.

@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/check/cli_run.h"
+#include "tests/check/xml_mini.h"
 
 namespace {
 
@@ -51,10 +54,29 @@ TEST_CASE("check: PASS, FAIL and INCONCLUSIVE follow the 95% interval", "[check]
   REQUIRE(low < high);
 
   // A bound in the middle of the interval: INCONCLUSIVE, exit 3, never PASS.
-  const auto mid = run_capsim("check " + tmp.write("mid.yaml", scenario("ttft_p95: " + ms((low + high) / 2))) + " -q");
+  const std::string mid_junit = tmp.file("mid.xml");
+  const auto mid = run_capsim("check " + tmp.write("mid.yaml", scenario("ttft_p95: " + ms((low + high) / 2))) +
+                              " -q --junit " + mid_junit);
   CHECK(mid.status == 3);
   CHECK(has(mid.out, "INCONCLUSIVE"));
   CHECK_FALSE(has(mid.out, " PASS"));
+  // In JUnit the undecided row is an <error type="inconclusive">, counted as one error (not a
+  // failure) by both the <testsuites> root and its <testsuite> (before, the root counted no
+  // failure while the suite counted one).
+  std::ifstream xml_in(mid_junit);
+  const std::string xml((std::istreambuf_iterator<char>(xml_in)), std::istreambuf_iterator<char>());
+  const auto root = capsim_test::XmlReader::parse(xml);
+  CHECK(root->attr("failures") == "0");
+  CHECK(root->attr("errors") == "1");
+  const auto suites = root->all("testsuite");
+  REQUIRE(suites.size() == 1);
+  CHECK(suites[0]->attr("failures") == "0");
+  CHECK(suites[0]->attr("errors") == "1");
+  const auto cases = suites[0]->all("testcase");
+  REQUIRE(cases.size() == 1);
+  CHECK(cases[0]->all("failure").empty());
+  REQUIRE(cases[0]->all("error").size() == 1);
+  CHECK(cases[0]->all("error")[0]->attr("type") == "inconclusive");
   // Below the interval: FAIL, exit 1.
   const auto below = run_capsim("check " + tmp.write("low.yaml", scenario("ttft_p95: " + ms(low * 0.5))) + " -q");
   CHECK(below.status == 1);
