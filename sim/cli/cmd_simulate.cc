@@ -64,6 +64,19 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
                         spec.name + ")",
                     "--report");
     if (!spec.description.empty()) page.paragraph(spec.description);
+    if (runs.size() > 1) {
+      // The verdicts to act on come first: the sections below are one seed's run.
+      const scenario::ReplicationsTable over = scenario::replications_table(spec, runs);
+      page.heading("SLOs over " + std::to_string(runs.size()) + " seeds", 2);
+      page.paragraph(over.caption + ".");
+      std::vector<std::string> cls;
+      for (plan::Decision d : over.decisions) {
+        cls.push_back(d == plan::Decision::kPass ? "pass" : d == plan::Decision::kFail ? "fail" : "");
+      }
+      page.table(over.table.header(), over.table.rows(), cls);
+      for (const std::string& w : over.why) page.paragraph(w);
+      page.heading("Seed " + std::to_string(spec.seed) + " alone", 2);
+    }
     add_simulation_section(page, spec, b, r);
     page_html = page.render();
   }

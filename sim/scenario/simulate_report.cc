@@ -534,23 +534,22 @@ nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<con
           {"statistics", rows}};
 }
 
-void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+ReplicationsTable replications_table(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
   const Replicated rep = replicate(spec, runs);
   const bool slos = !spec.slos.empty();
-  os << "\n  over " << runs.size() << " seeds (" << spec.seed << "-" << spec.seed + runs.size() - 1
-     << "; the run above is seed " << spec.seed << "): ";
-  if (rep.identical) {
-    os << "the seeds gave identical runs (nothing in the workload is random, e.g. a trace replay), so the "
-          "intervals and verdicts are the run's own\n";
-  } else {
-    os << "each seed's steady-state estimate, 95% interval over the seeds; these verdicts are the ones to act on\n";
-  }
+  ReplicationsTable out;
+  out.caption = "over " + std::to_string(runs.size()) + " seeds (" + std::to_string(spec.seed) + "-" +
+                std::to_string(spec.seed + runs.size() - 1) + "; the run above is seed " + std::to_string(spec.seed) +
+                "): ";
+  out.caption += rep.identical ? "the seeds gave identical runs (nothing in the workload is random, e.g. a trace "
+                                 "replay), so the intervals and verdicts are the run's own"
+                               : "each seed's steady-state estimate, 95% interval over the seeds; these verdicts are "
+                                 "the ones to act on";
   std::vector<std::string> head{"statistic"};
   if (slos) head.push_back("bound");
   head.insert(head.end(), {"per seed", "mean (95% interval)"});
   if (slos) head.push_back("verdict");
-  TextTable t(head);
-  std::vector<std::string> why;
+  out.table = TextTable(head);
   for (const OverSeeds& o : rep.rows) {
     const plan::SloDecision& d = o.decision;
     std::string per_seed;
@@ -566,12 +565,21 @@ void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::v
                                                   units::format_time(d.high) + ")");
     if (slos) {
       row.push_back(plan::decision_name(d.decision));
-      if (d.decision != plan::Decision::kPass) why.push_back(std::string(plan::decision_name(d.decision)) + ": " + d.why);
+      out.decisions.push_back(d.decision);
+      if (d.decision != plan::Decision::kPass) {
+        out.why.push_back(std::string(plan::decision_name(d.decision)) + ": " + d.why);
+      }
     }
-    t.row(row);
+    out.table.row(row);
   }
-  t.print(os);
-  for (const std::string& w : why) os << "  " << w << "\n";
+  return out;
+}
+
+void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs) {
+  const ReplicationsTable t = replications_table(spec, runs);
+  os << "\n  " << t.caption << "\n";
+  t.table.print(os);
+  for (const std::string& w : t.why) os << "  " << w << "\n";
 }
 
 }  // namespace capsim::scenario

@@ -6,6 +6,8 @@
 #include <ostream>
 #include <vector>
 
+#include "sim/plan/search.h"
+#include "sim/report/table.h"
 #include "sim/scenario/scenario.h"
 
 namespace capsim::scenario {
@@ -29,6 +31,16 @@ void print_steady_state(std::ostream& os, const SteadyState& s);
 // verdict. REQUIRES: runs.size() >= 2.
 nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
+// What print_replications prints, for the HTML page to show the same rows: a caption, the table
+// (one row per SLO, or per p95 statistic without SLOs), each SLO's verdict in row order, and a
+// line per SLO that did not pass saying why.
+struct ReplicationsTable {
+  std::string caption;
+  TextTable table{std::vector<std::string>{}};
+  std::vector<plan::Decision> decisions;
+  std::vector<std::string> why;
+};
+ReplicationsTable replications_table(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 // The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
 double slo_value(const SloSpec& slo, const SimulationResult& r);
 
