@@ -10,6 +10,8 @@
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/core/error.h"
+#include "sim/core/progress.h"
+#include "sim/scenario/default_job.h"
 #include "sim/emulate/emulate.h"
 
 // Before anything allocates and before any thread exists (sim/core/allocator_tuning.h): as a
@@ -101,19 +103,31 @@ int main(int argc, char** argv) {
     return report_error(e);
   }
   if (app.get_subcommands().empty()) {
-    // The main job on built-in defaults: the chatbot scenario of the domain notes.
+    // The main job on built-in defaults: the question of the domain notes' chatbot scenario, with
+    // the numbers `capsim plan` and `capsim simulate --replications 8` give
+    // (sim/scenario/default_job.h).
     try {
-      // Its SLO verdict is decided over kDefaultSeeds seeds: one 30-minute run of this saturated
-      // closed loop is not enough (seed 1 alone reads INCONCLUSIVE at 1.0 s, seeds 1-8 give TTFT p95
-      // estimates of 1.0-4.5 s; docs/planning.md#how-sure-an-answer-is).
+      // The scenario's own deployment is decided over kDefaultSeeds seeds: one 30-minute run of
+      // this saturated closed loop is not enough (seed 1 alone reads INCONCLUSIVE at 1.0 s, seeds
+      // 1-8 give TTFT p95 estimates of 1.0-4.5 s; docs/planning.md#how-sure-an-answer-is).
       constexpr int kDefaultSeeds = 8;
-      ScenarioSpec chatbot;
-      load_scenario_file(data_dir() + "/workloads/chatbot-500-users.yaml", chatbot);
-      std::cout << "capsim: no command given; running the default scenario "
-                   "(workloads/chatbot-500-users.yaml, its SLOs decided over seeds "
-                << chatbot.seed << "-" << chatbot.seed + kDefaultSeeds - 1
-                << "). `capsim --help` lists the commands.\n\n";
-      return checked_exit(run_scenario(chatbot, "", true, "", "", kDefaultSeeds));
+      const std::string path = "workloads/chatbot-500-users.yaml";
+      capsim::scenario::DefaultJobRequest req;
+      load_scenario_file(data_dir() + "/" + path, req.scenario);
+      req.scenario_path = path;
+      req.seeds = kDefaultSeeds;
+      std::cout << "capsim: no command given; answering " << path
+                << "'s question (`capsim --help` lists the commands).\n\n"
+                << std::flush;
+      capsim::ProgressLine line;
+      req.stage = [&line](const std::string& what) { line.update("capsim: simulating " + what); };
+      req.plan_progress = [&line](std::size_t done, std::size_t total, const char* what) {
+        line.update("capsim: planning, " + std::string(what) + " " + std::to_string(done) + "/" + std::to_string(total));
+      };
+      const capsim::scenario::DefaultJobAnswer a = capsim::scenario::answer_default_job(req);
+      line.finish("capsim: done");
+      std::cout << a.text;
+      return checked_exit(a.exit_code());
     } catch (const std::exception& e) {
       return report_error(e);
     }

@@ -53,18 +53,3 @@ TEST_CASE("chatbot 500 users: 6 min and 30 min agree or the short run is flagged
     CHECK_FALSE(has(check.out, "all 2 checks hold"));
   }
 }
-
-TEST_CASE("the default job decides the chatbot's SLOs over seeds 1-8: simulate --replications 8", "[cli][steady][slow]") {
-  // One 30-minute run of this saturated server is not enough (seed 1's interval straddles the
-  // 1 s TTFT bound while seeds 2-8 estimate 1.6-4.5 s), so `capsim` with no command runs the
-  // scenario file's seed and the next seven and prints the over-seeds table.
-  const auto plain = run_capsim("");
-  const auto rep = run_capsim("simulate workloads/chatbot-500-users.yaml -q --replications 8");
-  REQUIRE(plain.status == 0);
-  REQUIRE(rep.status == 0);
-  const std::string intro =
-      "capsim: no command given; running the default scenario (workloads/chatbot-500-users.yaml, its SLOs "
-      "decided over seeds 1-8). `capsim --help` lists the commands.\n\n";
-  CHECK(plain.out == intro + rep.out);
-  CHECK(has(plain.out, "over 8 seeds (1-8; the run above is seed 1)"));
-}
