@@ -52,6 +52,17 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.why = "missed decisively, " + r.stopped_early;
     return d;
   }
+  // Requests the deployment refused (prompt + output over max_model_len) have no latency in the
+  // statistics either, and no answer at all: the deployment does not serve the workload, however
+  // fast the answered ones were. check_slos_runs fails such a run for plan and compare; each SLO
+  // says so too, so that simulate, check and the report give compare's verdict (before, they
+  // said PASS where compare said "missed").
+  if (r.rejected > 0) {
+    d.decision = Decision::kFail;
+    d.why = std::to_string(r.rejected) + " of " + std::to_string(r.rejected + r.completed + r.timed_out) +
+            " measured requests were rejected (longer than max_model_len): the deployment does not serve this workload";
+    return d;
+  }
   // Requests whose client gave up (--request-timeout) have no latency in the statistics, which
   // cover the answered ones only: their TTFT and E2E were over the timeout, so those SLOs fail;
   // a per-token SLO cannot pass on the survivors alone.
@@ -117,8 +128,9 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   bool growing = false, settled = true;
   for (const SimulationResult* r : runs) {
     const SloDecision one = decide_slo(slo, *r);
-    // A replication whose clients timed out decides it (decide_slo: FAIL or at best INCONCLUSIVE).
-    if (r->timed_out > 0) return one;
+    // A replication whose clients timed out, or that rejected a request, decides it (decide_slo:
+    // FAIL or at best INCONCLUSIVE).
+    if (r->timed_out > 0 || r->rejected > 0) return one;
     if (std::isnan(one.estimate)) {
       d.decision = Decision::kFail;
       d.why = "no request completed with this statistic in one of the replications";

@@ -17,8 +17,9 @@ namespace capsim::plan {
 
 // How sure an SLO answer is. PASS: the 95% interval of the statistic (batch means after MSER-5,
 // sim/metrics/steady_state.h) and the run's own value lie at or below the bound; FAIL: the
-// interval lies above it (or, without an interval, the value does), or — for TTFT and E2E — the
-// run is overloaded (TTFT keeps growing); INCONCLUSIVE: the interval straddles the bound, or the
+// interval lies above it (or, without an interval, the value does), the run rejected a request
+// (longer than max_model_len), or — for TTFT and E2E — the run is overloaded (TTFT keeps
+// growing); INCONCLUSIVE: the interval straddles the bound, or the
 // run passed without reaching steady state or while overloaded. Only PASS counts as meeting the SLO.
 enum class Decision { kPass, kFail, kInconclusive };
 const char* decision_name(Decision d);  // "PASS", "FAIL", "INCONCLUSIVE"
