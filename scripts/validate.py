@@ -4,7 +4,8 @@
 Usage:
     python3 scripts/validate.py [--capsim build/capsim] [--shared ../shared]
                                 [--out docs/validation.md] [--date YYYY-MM-DD]
-                                [--summary-json FILE] [--no-simulate]
+                                [--summary-json FILE] [--no-simulate] [--no-cross-validate]
+                                [--write-baseline FILE] [--check-baseline FILE]
 
 Part 1, step times: for every usable row of three reference files in <shared>/reference/ the
 script runs `capsim roofline ... --json -` for the row's model, card, precision, TP and engine,
