@@ -47,8 +47,9 @@ struct PlanSpace {
   enum class Batching { kRoundByRound, kWhileUnbounded, kWhileCertain };
   Batching batching = Batching::kWhileCertain;
   // How much more load the first `top` options take before an SLO fails (Candidate::headroom):
-  // a short search on each verified cluster, on the search's measurement window.
-  bool headroom = true;
+  // a short search on each verified cluster, on the search's measurement window. Off by default:
+  // `check` asks only for the cheapest option's price; `plan` (answer_plan) turns it on.
+  bool headroom = false;
   // A catalogue card name: every candidate of that card is explained (PlanOutcome::explained),
   // the ones the branch and bound cut by cost searched and verified anyway. Empty: none.
   std::string explain_card;

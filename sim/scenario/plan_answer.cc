@@ -268,6 +268,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   space.routers = plan::routers_to_try(base);
   space.replications = o.replications;
   space.explain_card = explain_card;
+  space.headroom = true;
   a.outcome = plan::search_plan(base, space, prices, progress);
   const plan::PlanOutcome& outcome = a.outcome;
   const std::vector<Candidate>& cands = outcome.candidates;
