@@ -136,7 +136,8 @@ struct PlanOutcome {
   std::vector<Explained> explained;
 };
 
-// progress(done, total, "searching" | "verifying" | "verified"); may be empty. Each phase ends
+// progress(done, total, "searching" | "verifying" | "verified"); may be empty (the headroom and
+// --explain runs after them report none, so the line ends with verification's). Each phase ends
 // with done == total, except verification that stops early (the options left already cost more
 // than the --top verified ones): it ends with one "verified" call, done = the options verified.
 using PlanProgress = std::function<void(std::size_t, std::size_t, const char*)>;

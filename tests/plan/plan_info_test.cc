@@ -211,7 +211,9 @@ TEST_CASE("plan: headroom that runs out names the SLO that fails first, between 
     CHECK(missed <= 2000);
     const std::string slo = load["first_missed_slo"];
     CHECK((slo == "ttft_p95" || slo == "tpot_p95"));
-    const std::string label = "mi300x " + o["weights"].get<std::string>() +
+    const int tp = o["tp"];
+    const std::string label = "mi300x " + (tp > 1 ? "tp" + std::to_string(tp) + " " : std::string()) +
+                              o["weights"].get<std::string>() +
                               (o["kv_cache"] != o["weights"] ? "/kv " + o["kv_cache"].get<std::string>() : "");
     const std::string row = row_of(p.text, label);
     CHECK(has(row, (met > 500 ? "+" + std::to_string(met - 500) : "< +" + std::to_string(missed - 500)) + " users, " + slo));
@@ -269,10 +271,10 @@ TEST_CASE("plan --explain t4: every T4 candidate of the chatbot, and the SLO eac
     CHECK((outcome == "misses" || outcome == "passes_when_searched" || outcome == "verified" ||
            outcome == "does_not_fit"));
     const std::string line = "    " + c["deployment"].get<std::string>() + ": ";
-    CHECK(has(p.text, line));
+    CHECK(has(p.text.substr(p.text.find("--explain t4: each candidate")), line));
     // Every line that ran says which SLO fails (with the most replicas, or with one fewer than needed).
     if (outcome == "does_not_fit") continue;
-    const std::size_t at = p.text.find(line);
+    const std::size_t at = p.text.find(line, p.text.find("--explain t4: each candidate"));
     const std::string text = p.text.substr(at, p.text.find('\n', at) - at);
     if (has(text, "ttft_p95") || has(text, "tpot_p95")) ++named_slo;
     if (outcome == "passes_when_searched") {
