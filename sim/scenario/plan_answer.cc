@@ -380,7 +380,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
         e["router"] = c.router;
         e["usd_per_hour"] = usd_h;
         line += "meets the SLOs with " + replicas_text(c.search.best.replicas) + " (" + std::to_string(c.total_cards()) +
-                " cards, " + c.router + ") at $" + fmt("%.2f", usd_h) + "/hour: " +
+                (c.total_cards() == 1 ? " card, " : " cards, ") + c.router + ") at $" + fmt("%.2f", usd_h) + "/hour: " +
                 (x.searched_now ? "would rank #" : "ranks #") + std::to_string(rank) +
                 (rank > static_cast<std::size_t>(o.top) ? " (the table lists " + std::to_string(o.top) + ")" : "") +
                 (x.searched_now ? " (the plan cut it by cost: " + cands[x.candidate].reason + ")" : "");
