@@ -289,6 +289,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         const int most = cap(c, limit);
         if (most < 1) {
           c.rejected = true;
+          c.cut_by_cost = true;
           c.reason = "not searched: one replica costs more than the " + std::to_string(space.top) +
                      " cheapest options found";
           ++out.skipped;
@@ -324,6 +325,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         } else {
           c.rejected = true;
           const bool cost_capped = c.max_replicas < std::max(1, space.max_cards / c.tp);
+          c.cut_by_cost = cost_capped;
           c.reason = cost_capped
                          ? "not among the " + std::to_string(space.top) + " cheapest: misses the SLOs with the " +
                                std::to_string(c.max_replicas) + (c.max_replicas == 1 ? " replica" : " replicas") +
@@ -436,15 +438,12 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
   for (std::size_t k = next; k < ok.size(); ++k) {
     Candidate& c = cands[ok[k]];
     c.rejected = true;
+    c.cut_by_cost = true;
     c.reason = "not verified: its load-share estimate ($" + fmt("%.2f", c.option_usd_per_hour()) +
                "/hour) already costs more than the " + std::to_string(space.top) + " verified options";
     ++out.not_verified;
   }
   out.verify_n = verified.size();
-  const auto cut_by_cost = [&](const Candidate& c) {
-    return c.reason.rfind("not searched:", 0) == 0 || c.reason.rfind("not among the", 0) == 0 ||
-           c.reason.rfind("not verified:", 0) == 0;
-  };
   if (!space.explain_card.empty()) {
     // Each candidate of the card; those cut by cost are searched and verified as if they had ranked.
     std::vector<std::size_t> to_search;
@@ -452,7 +451,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       if (cands[i].card != space.explain_card) continue;
       PlanOutcome::Explained x;
       x.candidate = i;
-      x.searched_now = cands[i].rejected && cut_by_cost(cands[i]);
+      x.searched_now = cands[i].rejected && cands[i].cut_by_cost;
       if (x.searched_now) to_search.push_back(out.explained.size());
       out.explained.push_back(std::move(x));
     }
@@ -462,6 +461,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
           PlanOutcome::Explained& x = out.explained[to_search[k]];
           Candidate c = cands[x.candidate];
           c.rejected = false;
+          c.cut_by_cost = false;
           c.reason.clear();
           c.max_replicas = std::max(1, space.max_cards / c.tp);
           c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,

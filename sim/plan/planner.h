@@ -65,6 +65,7 @@ struct Candidate {
   std::string weights, kv;
   // Filled by the search.
   bool rejected = false;
+  bool cut_by_cost = false;  // rejected only because it could not rank among the --top cheapest
   std::string reason;
   ReplicaSearch search;
   bool verified = false;
