@@ -70,7 +70,7 @@ int run_compare(const CompareOptions& o) {
                     "--report");
     page.paragraph(best >= 0 ? "Verdict: " + rows[static_cast<std::size_t>(best)].name +
                                    (have_slos ? " is the cheapest deployment that meets every SLO."
-                                              : " gives the most output tokens per dollar.")
+                                              : " gives the most output tokens per dollar at this load (not at saturation).")
                              : "Verdict: no deployment meets every SLO.");
     std::vector<std::string> names;
     std::vector<double> usd, ttft;

@@ -40,6 +40,7 @@ struct PlanOptions {
   std::string report;
   bool quiet = false;
   bool pd_search = false;
+  bool datacenter_only = false;
   std::optional<int> pd_total;
 };
 
@@ -80,6 +81,16 @@ int run_pd_plan(PlanOptions& o) {
 }
 
 int run_plan(PlanOptions& o) {
+  if (o.datacenter_only) {
+    if (!o.req.card_classes.empty() && o.req.card_classes != "datacenter") {
+      throw Error("--datacenter-only: conflicts with --card-class " + o.req.card_classes + "; give one of them");
+    }
+    o.req.card_classes = "datacenter";
+  }
+  if (o.pd_search && (!o.req.card_classes.empty() || !o.req.explain.empty())) {
+    throw Error("--pd-search: searches the cards of --prefill-pool and --decode-pool; --card-class, --datacenter-only "
+                "and --explain apply to the plan of aggregated deployments");
+  }
   if (o.pd_search) return run_pd_plan(o);
   scenario::PlanRequest req = o.req;
   req.base = o.flags.resolve(o.scenario);
@@ -202,6 +213,13 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd, false);
   cmd->add_option("--cards", o->req.cards, "cards to consider, comma separated (default: all in the catalogue)");
+  cmd->add_option("--card-class", o->req.card_classes,
+                  "only cards of these classes (catalogue field card_class), comma separated: datacenter, "
+                  "workstation, consumer");
+  cmd->add_flag("--datacenter-only", o->datacenter_only, "only datacenter cards (--card-class datacenter): no GeForce");
+  cmd->add_option("--explain", o->req.explain,
+                  "for this card: every candidate (TP x weights x KV) and why it fails or where it ranks; those cut "
+                  "by cost are searched and verified too");
   cmd->add_option("--tp", o->req.tps, "tensor-parallel sizes to consider, comma separated")->capture_default_str();
   cmd->add_option("--weights", o->req.weights, "weight precisions to consider, e.g. bf16,fp8,int4")->capture_default_str();
   o->kv_option = cmd->add_option("--kv-cache", o->req.kv, "KV-cache precisions to consider, e.g. auto,fp8 (default: "

@@ -103,10 +103,48 @@ std::string Card::supported_precisions() const {
   return out;
 }
 
+namespace {
+
+// A word field `{value: <one of accepted>, source: <key of references>}` (plus the `extra` keys,
+// required), or "" when absent.
+std::string sourced_word(const YamlDoc& doc, const std::string& field, const std::vector<std::string>& accepted,
+                         const std::vector<std::string>& extra) {
+  const YAML::Node n = doc.find(field);
+  if (!n) return "";
+  std::string keys = "value";
+  for (const auto& e : extra) keys += ", " + e;
+  keys += ", source";
+  std::vector<std::string> allowed = {"value", "source"};
+  allowed.insert(allowed.end(), extra.begin(), extra.end());
+  if (!n.IsMap()) throw Error(doc.where(field) + ": expected a mapping with " + keys);
+  check_keys(n, doc.where(field), allowed);
+  for (const auto& k : allowed) {
+    if (!n[k]) throw Error(doc.where(field) + "." + k + ": missing (required: " + keys + ")");
+  }
+  const std::string src = yaml_scalar(n["source"], doc.where(field) + ".source");
+  if (!doc.references().count(src)) {
+    throw Error(doc.where(field) + ": source '" + src + "' is not a key of references");
+  }
+  const std::string v = yaml_scalar(n["value"], doc.where(field) + ".value");
+  if (std::find(accepted.begin(), accepted.end(), v) == accepted.end()) {
+    std::string list;
+    for (const auto& a : accepted) list += (list.empty() ? "" : ", ") + a;
+    throw Error(doc.where(field) + ": '" + v + "' is not accepted; accepted: " + list);
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string Card::efficiency_data_text() const {
+  if (efficiency_data.empty()) return "unstated";
+  return efficiency_data + (efficiency_data == "assumed" ? " from " : ": ") + efficiency_data_basis;
+}
+
 Card CardCatalogue::load_file(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
   check_keys(doc.root(), path, {"name", "display_name", "aliases", "kind", "vendor", "architecture", "references",
-                           "memory", "memory_visible", "memory_bandwidth", "dense_peak", "interconnect",
+                           "card_class", "memory", "memory_visible", "memory_bandwidth", "dense_peak", "interconnect",
                            "efficiency", "tdp", "ecc", "mig_instances"});
   if (const auto n = doc.find("interconnect")) {
     check_keys(n, doc.where("interconnect"),
@@ -114,7 +152,7 @@ Card CardCatalogue::load_file(const std::string& path) {
   }
   if (const auto n = doc.find("efficiency")) {
     check_keys(n, doc.where("efficiency"),
-               {"compute", "compute_fp8", "memory_bandwidth", "attention_bandwidth", "kernel_floor"});
+               {"compute", "compute_fp8", "memory_bandwidth", "attention_bandwidth", "kernel_floor", "data"});
   }
   Card c;
   c.file = path;
@@ -205,7 +243,13 @@ Card CardCatalogue::load_file(const std::string& path) {
       throw Error(doc.where(f) + ": " + std::to_string(v) + " is not a fraction in (0, 1]");
     }
   }
-  for (const char* f : {"memory", "memory_visible", "memory_bandwidth", "tdp",
+  c.card_class = sourced_word(doc, "card_class", {"datacenter", "workstation", "consumer"}, {});
+  c.efficiency_data = sourced_word(doc, "efficiency.data", {"measured", "partial", "assumed"}, {"basis"});
+  if (!c.efficiency_data.empty()) {
+    c.efficiency_data_basis = yaml_scalar(doc.find("efficiency.data")["basis"], doc.where("efficiency.data.basis"));
+    if (c.efficiency_data_basis.empty()) throw Error(doc.where("efficiency.data.basis") + ": empty; say what the efficiencies rest on");
+  }
+  for (const char* f : {"card_class", "efficiency.data", "memory", "memory_visible", "memory_bandwidth", "tdp",
                         "interconnect.nvlink_bandwidth", "efficiency.memory_bandwidth",
                         "efficiency.compute", "efficiency.compute_fp8", "efficiency.attention_bandwidth",
                         "efficiency.kernel_floor"}) {
@@ -230,7 +274,16 @@ Card CardCatalogue::load_catalogue_file(const std::string& dir, const std::strin
     fs::path cards_dir = fs::path(dir).lexically_normal();
     if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
     const fs::path profile = cards_dir.parent_path() / "profiles" / (c.name + ".yaml");
-    if (fs::exists(profile)) calibration::apply_calibration_profile(c, profile.string());
+    if (fs::exists(profile)) {
+      calibration::apply_calibration_profile(c, profile.string());
+      // Measured on this card: the profile is refused unless it was fitted on it.
+      const bool bw = c.sources["efficiency.memory_bandwidth"] == c.calibration;
+      const bool compute = c.sources["efficiency.compute"] == c.calibration;
+      if (!c.calibration.empty() && (bw || compute)) {
+        c.efficiency_data = bw && compute ? "measured" : c.efficiency_data == "measured" ? "measured" : "partial";
+        c.efficiency_data_basis = c.calibration;
+      }
+    }
   }
   return c;
 }

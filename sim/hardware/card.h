@@ -42,6 +42,18 @@ struct Card {
   double attention_bandwidth_efficiency = 0;
   double kernel_floor_s = 0;           // minimum time of one operator-group kernel
 
+  // The product line (`card_class`): "datacenter", "workstation" or "consumer" (GeForce); empty
+  // when the card file does not say. `plan --card-class` / `--datacenter-only` select on it.
+  std::string card_class;
+  // Whether the efficiencies above rest on data of this very card (`efficiency.data`):
+  // "measured" (profiles, microbenchmarks or fits of this card), "partial" (some of them),
+  // "assumed" (borrowed from another card, or a default); empty when the file does not say. A
+  // calibration profile of the card that sets both efficiencies makes them "measured".
+  std::string efficiency_data;
+  std::string efficiency_data_basis;  // what they rest on, "A40 profile (same GA102 die)"
+  // "assumed from A40 profile (same GA102 die)"; "unstated" when the file does not say.
+  std::string efficiency_data_text() const;
+
   std::map<std::string, std::string> sources;  // field -> citation
   // The calibration profile applied to the efficiencies, "calibration/profiles/<card>.yaml fitted
   // <date> from <GPU ...>"; empty when none (docs/calibration.md).

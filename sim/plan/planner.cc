@@ -9,6 +9,7 @@
 #include "sim/scenario/catalogues.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/core/yaml_fields.h"
 #include "sim/llm/memory_plan.h"
 #include "sim/report/table.h"
 
@@ -35,6 +36,118 @@ scenario::ScenarioSpec spec_of(const scenario::ScenarioSpec& base, const Candida
   s.deployment.weights = c.weights;
   s.deployment.kv_cache = c.kv;
   return s;
+}
+
+namespace {
+
+// The scenario's load and its unit (load_headroom), or an empty unit when there is none to scale.
+std::pair<double, std::string> load_of(const scenario::ScenarioSpec& s) {
+  if (s.users) return {*s.users, "users"};
+  if (s.concurrency) return {*s.concurrency, "concurrent requests"};
+  if (s.rate && s.rate->find_first_of(",@") == std::string::npos) {
+    return {parse_number(*s.rate, "--rate"), "requests/s"};
+  }
+  if (s.rate || s.trace) return {1, "x load"};
+  return {0, ""};
+}
+
+// `s` under `factor` x its load: users and concurrency rounded to the nearest whole number,
+// every stage's rate scaled, a trace replayed `factor` x faster.
+scenario::ScenarioSpec with_load_factor(const scenario::ScenarioSpec& spec, double factor) {
+  scenario::ScenarioSpec s = spec;
+  if (s.users) s.users = std::max(1, static_cast<int>(std::lround(*s.users * factor)));
+  if (s.concurrency) s.concurrency = std::max(1, static_cast<int>(std::lround(*s.concurrency * factor)));
+  if (s.trace && !s.rate) s.time_scale /= factor;
+  if (s.rate) {
+    std::string out;
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = s.rate->find(',', start);
+      const std::string part = s.rate->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const auto at = part.find('@');
+      out += (out.empty() ? "" : ",") + fmt("%.17g", parse_number(part.substr(0, at), "--rate") * factor) +
+             (at == std::string::npos ? "" : part.substr(at));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    s.rate = out;
+  }
+  return s;
+}
+
+// The whole cluster of `from`'s deployment searched behind each router from `start` replicas
+// (search_routers), as verification runs it.
+RoutersSearch verify_option(const scenario::ScenarioSpec& base, const PlanSpace& space, const Candidate& from,
+                            const std::vector<std::string>& routers, int start, unsigned threads) {
+  std::vector<scenario::ScenarioSpec> specs;
+  for (const std::string& router : routers) {
+    Candidate c;  // the deployment only: no copy of the search's results
+    c.card = from.card;
+    c.tp = from.tp;
+    c.weights = from.weights;
+    c.kv = from.kv;
+    c.router = router;
+    specs.push_back(spec_of(base, c));
+  }
+  const int by_cards = std::max(1, space.max_cards / from.tp);
+  // One replica behind any router is the same run (every router sends every request to it); not
+  // with extra card groups (then one replica of the option is not alone).
+  const bool shared = routers.size() >= 2 && specs.front().extra_groups.empty();
+  return search_routers(
+      routers.size(), start, by_cards,
+      [&](std::size_t r, int n) {
+        Evaluation e = evaluate(specs[r], n, space.min_goodput, space.replications);
+        drop_run_details(e.result);
+        return e;
+      },
+      shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
+}
+
+}  // namespace
+
+Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replicas,
+                                  std::optional<double> min_goodput) {
+  Candidate::Headroom h;
+  const auto [load, unit] = load_of(spec);
+  if (unit.empty()) return h;
+  h.searched = true;
+  h.unit = unit;
+  h.load = load;
+  h.max_load = load;
+  // The load a factor gives, as with_load_factor runs it.
+  const auto load_at = [&](double f) {
+    return unit == "users" || unit == "concurrent requests" ? std::max(1.0, static_cast<double>(std::lround(load * f)))
+                                                             : load * f;
+  };
+  double lo = 1, hi = 0;
+  const auto run = [&](double f) {
+    Evaluation e = evaluate(with_load_factor(spec, f), replicas, min_goodput, 1, true);
+    ++h.runs;
+    if (e.verdict.met) {
+      lo = f;
+      h.max_load = load_at(f);
+    } else {
+      hi = f;
+      h.fail_load = load_at(f);
+      h.fails_first = e.verdict.worst;
+      h.fails_as = e.verdict.decision;
+    }
+    return e.verdict.met;
+  };
+  for (const double f : {1.25, 1.6, 2.5, kHeadroomMaxFactor}) {
+    if (load_at(f) <= load_at(lo)) continue;  // a small load rounds to the same count
+    if (!run(f)) break;
+  }
+  if (hi == 0) {
+    h.capped = true;
+    return h;
+  }
+  for (int step = 0; step < 2; ++step) {
+    const double mid = (lo + hi) / 2;
+    if (load_at(mid) <= load_at(lo) || load_at(mid) >= load_at(hi)) break;
+    run(mid);
+  }
+  return h;
 }
 
 PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
@@ -176,6 +289,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         const int most = cap(c, limit);
         if (most < 1) {
           c.rejected = true;
+          c.cut_by_cost = true;
           c.reason = "not searched: one replica costs more than the " + std::to_string(space.top) +
                      " cheapest options found";
           ++out.skipped;
@@ -211,6 +325,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         } else {
           c.rejected = true;
           const bool cost_capped = c.max_replicas < std::max(1, space.max_cards / c.tp);
+          c.cut_by_cost = cost_capped;
           c.reason = cost_capped
                          ? "not among the " + std::to_string(space.top) + " cheapest: misses the SLOs with the " +
                                std::to_string(c.max_replicas) + (c.max_replicas == 1 ? " replica" : " replicas") +
@@ -288,28 +403,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         round.size(), threads,
         [&](std::size_t k) {
           const Candidate& from = cands[round[k]];
-          std::vector<scenario::ScenarioSpec> specs;
-          for (const std::string& router : routers) {
-            Candidate c;  // the deployment only: no copy of the search's results
-            c.card = from.card;
-            c.tp = from.tp;
-            c.weights = from.weights;
-            c.kv = from.kv;
-            c.router = router;
-            specs.push_back(spec_of(base, c));
-          }
-          const int by_cards = std::max(1, space.max_cards / from.tp);
-          // One replica behind any router is the same run (every router sends every request to
-          // it); not with extra card groups (then one replica of the option is not alone).
-          const bool shared = routers.size() >= 2 && specs.front().extra_groups.empty();
-          results[k] = search_routers(
-              routers.size(), from.search.best.replicas, by_cards,
-              [&](std::size_t r, int n) {
-                Evaluation e = evaluate(specs[r], n, space.min_goodput, space.replications);
-                drop_run_details(e.result);
-                return e;
-              },
-              shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
+          results[k] = verify_option(base, space, from, routers, from.search.best.replicas, threads);
         },
         {});
     for (std::size_t i = 0; i < round.size(); ++i) {
@@ -344,11 +438,62 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
   for (std::size_t k = next; k < ok.size(); ++k) {
     Candidate& c = cands[ok[k]];
     c.rejected = true;
+    c.cut_by_cost = true;
     c.reason = "not verified: its load-share estimate ($" + fmt("%.2f", c.option_usd_per_hour()) +
                "/hour) already costs more than the " + std::to_string(space.top) + " verified options";
     ++out.not_verified;
   }
   out.verify_n = verified.size();
+  if (!space.explain_card.empty()) {
+    // Each candidate of the card; those cut by cost are searched and verified as if they had ranked.
+    std::vector<std::size_t> to_search;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      if (cands[i].card != space.explain_card) continue;
+      PlanOutcome::Explained x;
+      x.candidate = i;
+      x.searched_now = cands[i].rejected && cands[i].cut_by_cost;
+      if (x.searched_now) to_search.push_back(out.explained.size());
+      out.explained.push_back(std::move(x));
+    }
+    run_parallel(
+        to_search.size(), threads,
+        [&](std::size_t k) {
+          PlanOutcome::Explained& x = out.explained[to_search[k]];
+          Candidate c = cands[x.candidate];
+          c.rejected = false;
+          c.cut_by_cost = false;
+          c.reason.clear();
+          c.max_replicas = std::max(1, space.max_cards / c.tp);
+          c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,
+                                     space.early_stop);
+          drop_run_details(c.search.best.result);
+          if (c.search.below) drop_run_details(c.search.below->result);
+          if (!c.search.found) {
+            c.rejected = true;
+            c.reason = "misses the SLOs even with " + std::to_string(c.search.best.replicas) +
+                       (c.search.best.replicas == 1 ? " replica" : " replicas") + " (--max-cards " +
+                       std::to_string(space.max_cards) + ", load shares)";
+            x.as_searched = std::move(c);
+            return;
+          }
+          c.estimated_replicas = c.search.best.replicas;
+          RoutersSearch rs = verify_option(base, space, c, routers, c.search.best.replicas, 1);
+          for (std::size_t r = 0; r < routers.size(); ++r) {
+            c.router_replicas.push_back({routers[r], rs.routers[r].replicas, rs.routers[r].at_least});
+          }
+          c.search = std::move(rs.search);
+          if (!rs.found) {
+            c.rejected = true;
+            c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the "
+                       "load-share estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
+          } else {
+            c.router = routers[rs.router];
+            c.verified = true;
+          }
+          x.as_searched = std::move(c);
+        },
+        {});
+  }
   if (std::getenv("CAPSIM_PLAN_TRACE")) {  // the totals after the per-run lines (search.cc, evaluate)
     std::fprintf(stderr,
                  "plan-summary searched=%zu skipped=%zu search_runs=%zu stopped_early=%zu search_batches=%zu "
@@ -359,6 +504,19 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
   ok.erase(std::remove_if(ok.begin(), ok.end(), [&](std::size_t i) { return cands[i].rejected || !cands[i].verified; }),
            ok.end());
   rank(ok);
+  if (space.headroom) {
+    // The listed options' headroom, each on the search's window (a short search; the verified
+    // run at the scenario's own load is the full one).
+    const std::size_t listed = std::min(ok.size(), static_cast<std::size_t>(std::max(0, space.top)));
+    run_parallel(
+        listed, threads,
+        [&](std::size_t k) {
+          Candidate& c = cands[ok[k]];
+          scenario::ScenarioSpec s = spec_of(search_base, c);
+          c.headroom = load_headroom(s, c.search.best.replicas, space.min_goodput);
+        },
+        {});
+  }
   return out;
 }
 

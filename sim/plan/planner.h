@@ -46,6 +46,13 @@ struct PlanSpace {
   // while their limit is certainly infinite, or rounds while their caps are certain.
   enum class Batching { kRoundByRound, kWhileUnbounded, kWhileCertain };
   Batching batching = Batching::kWhileCertain;
+  // How much more load the first `top` options take before an SLO fails (Candidate::headroom):
+  // a short search on each verified cluster, on the search's measurement window. Off by default:
+  // `check` asks only for the cheapest option's price; `plan` (answer_plan) turns it on.
+  bool headroom = false;
+  // A catalogue card name: every candidate of that card is explained (PlanOutcome::explained),
+  // the ones the branch and bound cut by cost searched and verified anyway. Empty: none.
+  std::string explain_card;
 };
 
 // The routers a user would try for this workload: the scenario's router, plus prefix-aware when
@@ -58,6 +65,7 @@ struct Candidate {
   std::string weights, kv;
   // Filled by the search.
   bool rejected = false;
+  bool cut_by_cost = false;  // rejected only because it could not rank among the --top cheapest
   std::string reason;
   ReplicaSearch search;
   bool verified = false;
@@ -72,6 +80,19 @@ struct Candidate {
   };
   std::vector<RouterTried> router_replicas;
   int estimated_replicas = 0;  // from the load-share search, before verification
+  // The load the verified cluster still meets the SLOs at (load_headroom), for listed options.
+  struct Headroom {
+    bool searched = false;
+    std::string unit;        // "users", "concurrent requests", "requests/s" or "x load" (a trace, a rate schedule)
+    double load = 0;         // the scenario's load in that unit (1 for "x load")
+    double max_load = 0;     // the most load found to meet every SLO (>= load: the verified run)
+    double fail_load = 0;    // the least load found not to (unless capped)
+    bool capped = false;     // still met at the largest load tried: max_load is a lower bound
+    std::string fails_first; // the SLO (or "goodput") worst at the least load that did not pass
+    Decision fails_as = Decision::kFail;  // FAIL, or INCONCLUSIVE at that load
+    int runs = 0;
+  };
+  Headroom headroom;
   double usd_per_hour = 0;  // per replica
   int max_replicas = 1;
   int total_cards() const { return tp * search.best.replicas; }
@@ -80,6 +101,16 @@ struct Candidate {
 
 // "h100-sxm tp2 fp8/kv bf16".
 std::string label(const Candidate& c);
+
+// The largest load (users, concurrency, requests/s or a trace's speed, x up to kHeadroomMaxFactor)
+// at which `replicas` replicas of `spec` (router included) still meet the SLOs: loads 1.25, 1.6,
+// 2.5 and 4 x the scenario's, whole-cluster runs with early stop, until one does not pass, then
+// two bisection steps between the last that passed and it. The scenario's own load is taken as
+// passing (the verified run). Not searched (searched = false) for a workload with no load to
+// scale (a fixed request count).
+inline constexpr double kHeadroomMaxFactor = 4;
+Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replicas,
+                                  std::optional<double> min_goodput);
 // The scenario on the candidate's deployment.
 scenario::ScenarioSpec spec_of(const scenario::ScenarioSpec& base, const Candidate& c);
 
@@ -94,9 +125,20 @@ struct PlanOutcome {
   // Work done, whatever the machine's load: requests that arrived and engine steps simulated, in
   // the load-share search and in verification.
   std::int64_t search_requests = 0, search_steps = 0, verify_requests = 0, verify_steps = 0;
+  // PlanSpace::explain_card: each of its candidates, in candidates' order. A candidate the plan
+  // cut by cost (not searched, searched only up to the replicas that would rank, or not verified)
+  // is searched up to --max-cards and verified here: `as_searched` holds that search (its
+  // `rejected`/`reason` as the plan would have given them with no cost cut).
+  struct Explained {
+    std::size_t candidate = 0;
+    bool searched_now = false;
+    Candidate as_searched;
+  };
+  std::vector<Explained> explained;
 };
 
-// progress(done, total, "searching" | "verifying" | "verified"); may be empty. Each phase ends
+// progress(done, total, "searching" | "verifying" | "verified"); may be empty (the headroom and
+// --explain runs after them report none, so the line ends with verification's). Each phase ends
 // with done == total, except verification that stops early (the options left already cost more
 // than the --top verified ones): it ends with one "verified" call, done = the options verified.
 using PlanProgress = std::function<void(std::size_t, std::size_t, const char*)>;

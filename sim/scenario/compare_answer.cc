@@ -368,7 +368,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
     const CompareRow &a = rows[eligible[0]], &b = rows[eligible[1]];
     const std::string why = quality_reason(a, b);
-    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar") +
+    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar at this load") +
                "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
   }
   nlohmann::json& j = answer.json;
@@ -391,7 +391,8 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       x["p95_tpot_ms"] = s.tpot.p95 * 1e3;
       x["p95_e2el_ms"] = s.e2el.p95 * 1e3;
       x["output_throughput"] = s.output_throughput;
-      x["output_tokens_per_usd"] = s.output_throughput * 3600 / r.usd_per_hour;
+      // At the scenario's offered load, not at saturation: the name says so (docs/planning.md#compare).
+      x["output_tokens_per_usd_at_offered_load"] = s.output_throughput * 3600 / r.usd_per_hour;
       x["usd_per_million_output_tokens"] = s.output_throughput > 0 ? usd_per_million(r.usd_per_hour, s.output_throughput) : 0;
       x["binding_resource"] = plan::binding_resource(s);
       x["decision"] = plan::decision_name(r.eval.verdict.decision);
@@ -407,7 +408,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   {
     text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
     TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
-                 "tok per $", "SLOs", "limited by"});
+                 "tok/$ @load", "SLOs", "limited by"});
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const CompareRow& r = rows[i];
       if (!r.error.empty()) {
@@ -428,6 +429,9 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     }
     t.print(text);
     table = t;
+    text << "  'tok/$ @load': output tokens per dollar at this scenario's offered load (out tok/s x 3600 / $/hour). "
+            "A deployment the load does not saturate would serve more for the same price, so this compares prices at "
+            "this load, not capacities; `capsim capacity` finds the load where each one saturates.\n";
     // The table's cell holds the start of a reason; here each one whole, once, with the
     // deployments it stopped.
     std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
@@ -444,7 +448,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       const CompareRow& b = rows[static_cast<std::size_t>(best)];
       text << "\n  verdict: " << b.name
                 << (have_slos ? " is the cheapest that meets every SLO ($" + fmt("%.2f", b.usd_per_hour) + "/hour)"
-                              : " gives the most output tokens per dollar")
+                              : " gives the most output tokens per dollar at this load")
                 << "\n";
       if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
     } else if (ran == 0) {

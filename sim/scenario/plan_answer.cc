@@ -67,6 +67,75 @@ nlohmann::json evaluation_json(const plan::Evaluation& e) {
           {"steady_state", steady_state_json(r.steady)}};
 }
 
+// Each SLO's 95% interval upper end (the run's value where there is no interval) as a share of
+// its bound: how far below its bound the option sits. `label` is the SLO's metric ("ttft"), or
+// its whole name when the scenario bounds one metric twice.
+double upper_share(const plan::SloDecision& d) { return d.high / d.bound; }
+std::string bound_use_text(const plan::SloVerdict& v) {
+  std::string out;
+  for (const plan::SloDecision& d : v.slos) {
+    std::string name = d.slo.substr(0, d.slo.find('_'));
+    const auto same_metric = std::count_if(v.slos.begin(), v.slos.end(), [&](const plan::SloDecision& x) {
+      return x.slo.substr(0, x.slo.find('_')) == name;
+    });
+    if (same_metric > 1) name = d.slo;
+    out += (out.empty() ? "" : " ") + name + " " + (std::isnan(d.high) ? std::string("-") : fmt("%.0f%%", 100 * upper_share(d)));
+  }
+  return out.empty() ? "-" : out;
+}
+nlohmann::json bound_use_json(const plan::SloVerdict& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const plan::SloDecision& d : v.slos) {
+    out.push_back({{"slo", d.slo}, {"bound_s", d.bound}, {"upper_s", d.high}, {"has_interval", d.has_interval},
+                   {"upper_share_of_bound", upper_share(d)}});
+  }
+  return out;
+}
+
+// "+125 users, ttft_p95": the load over the scenario's that still met every SLO, and the SLO
+// that failed first above it.
+std::string load_number(double v, const std::string& unit) {
+  if (unit == "users" || unit == "concurrent requests") return fmt("%.0f", v) + (unit == "users" ? " users" : " concurrent");
+  if (unit == "requests/s") return fmt("%.3g", v) + " req/s";
+  return fmt("%.0f%%", 100 * v);
+}
+std::string headroom_text(const Candidate::Headroom& h) {
+  if (!h.searched) return "-";
+  if (h.capped) return ">= +" + load_number(h.max_load - h.load, h.unit);
+  const std::string slo = h.fails_first + (h.fails_as == plan::Decision::kInconclusive ? "?" : "");
+  if (h.max_load <= h.load) return "< +" + load_number(h.fail_load - h.load, h.unit) + ", " + slo;
+  return "+" + load_number(h.max_load - h.load, h.unit) + ", " + slo;
+}
+nlohmann::json headroom_json(const Candidate::Headroom& h, const std::string& window) {
+  if (!h.searched) return nullptr;
+  return {{"unit", h.unit}, {"load", h.load}, {"max_load_met", h.max_load},
+          {"least_load_missed", h.capped ? nlohmann::json(nullptr) : nlohmann::json(h.fail_load)},
+          {"capped", h.capped}, {"max_factor_tried", plan::kHeadroomMaxFactor},
+          {"first_missed_slo", h.capped ? nlohmann::json(nullptr) : nlohmann::json(h.fails_first)},
+          {"first_missed_decision", h.capped ? nlohmann::json(nullptr) : nlohmann::json(plan::decision_name(h.fails_as))},
+          {"runs", h.runs}, {"measured_window", window}};
+}
+
+// Why an evaluation does not meet the SLOs: each SLO that did not pass, with its numbers.
+std::string misses_text(const plan::Evaluation& e) {
+  std::string out;
+  for (const plan::SloDecision& d : e.verdict.slos) {
+    if (d.decision == plan::Decision::kPass) continue;
+    out += (out.empty() ? "" : "; ") + std::string(d.decision == plan::Decision::kInconclusive ? "inconclusive: " : "") +
+           (d.why.rfind(d.slo, 0) == 0 ? d.why : d.slo + ": " + d.why);
+  }
+  if (out.empty()) {
+    out = "worst " + e.verdict.worst + " at " + fmt("%.2f", e.verdict.worst_ratio) + "x its bound";
+    if (e.result.rejected > 0) out += ", " + std::to_string(e.result.rejected) + " requests rejected";
+  }
+  return out + " (limited by " + plan::binding_resource(e.result) + ")";
+}
+std::string replicas_text(int n) { return std::to_string(n) + (n == 1 ? " replica" : " replicas"); }
+std::string with_text(const plan::Evaluation& e) {
+  return "with " + replicas_text(e.replicas) +
+         (e.from_share ? " (estimated on a load share: one replica under 1/" + std::to_string(e.replicas) + " of the load)" : "");
+}
+
 // The commands that start the option as simulated: its replicas behind the router that won.
 std::vector<LaunchCommand> launch_of(const ScenarioSpec& base, const Candidate& c) {
   ScenarioSpec s = plan::spec_of(base, c);
@@ -120,6 +189,40 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
       }
     }
   }
+  if (!o.card_classes.empty()) {
+    const std::vector<std::string> accepted = {"datacenter", "workstation", "consumer"};
+    const std::vector<std::string> wanted = split_list(o.card_classes, "--card-class");
+    for (const auto& w : wanted) {
+      if (std::find(accepted.begin(), accepted.end(), w) == accepted.end()) {
+        throw Error("--card-class: '" + w + "' is not a card class; accepted: datacenter, workstation, consumer");
+      }
+    }
+    std::vector<std::string> kept;
+    for (const auto& n : card_names) {
+      const Card& c = cards().find(n);
+      if (c.card_class.empty()) {
+        throw Error("--card-class: card " + c.name + " (" + c.file +
+                    ") states no card_class; add one (docs/data-formats.md#cards) or leave it out of --cards");
+      }
+      if (std::find(wanted.begin(), wanted.end(), c.card_class) != wanted.end()) kept.push_back(n);
+    }
+    if (kept.empty()) throw Error("--card-class: no card of class " + o.card_classes + " among the cards to search");
+    card_names = kept;
+  }
+  std::string explain_card;
+  if (!o.explain.empty()) {
+    try {
+      explain_card = cards().find(o.explain).name;
+    } catch (const Error& e) {
+      throw Error(std::string("--explain: ") + e.what());
+    }
+    if (std::find(card_names.begin(), card_names.end(), explain_card) == card_names.end()) {
+      std::string list;
+      for (const auto& n : card_names) list += (list.empty() ? "" : ", ") + n;
+      throw Error("--explain: " + explain_card + " is not among the cards searched (--cards, --card-class); accepted: " +
+                  list);
+    }
+  }
   std::vector<int> tps;
   for (const auto& t : split_list(o.tps, "--tp")) {
     const double v = parse_number(t, "--tp");
@@ -164,6 +267,8 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   space.try_fp8_kv = !o.kv_given;
   space.routers = plan::routers_to_try(base);
   space.replications = o.replications;
+  space.explain_card = explain_card;
+  space.headroom = true;
   a.outcome = plan::search_plan(base, space, prices, progress);
   const plan::PlanOutcome& outcome = a.outcome;
   const std::vector<Candidate>& cands = outcome.candidates;
@@ -182,6 +287,13 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   nlohmann::json slos = nlohmann::json::array();
   for (const auto& s : base.slos) slos.push_back(s.metric + "_" + s.statistic + "<=" + fmt("%g", s.seconds) + "s");
   j["slos"] = slos;
+  // The measured window of the headroom runs: the search's (search_plan shortens the scenario's
+  // to --search-duration when it is longer).
+  std::string headroom_window = o.search_duration;
+  if (base.duration) {
+    const double measured = units::parse_time(*base.duration, "--duration") - units::parse_time(base.warmup, "--warmup");
+    if (measured <= units::parse_time(o.search_duration, "--search-duration")) headroom_window = units::format_time(measured);
+  }
   nlohmann::json options = nlohmann::json::array();
   for (std::size_t i : ok) {
     const Candidate& c = cands[i];
@@ -206,6 +318,11 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
       }
     }
     x["routers_tried"] = tried;
+    const Card& card_of_option = cards().find(c.card);
+    x["card_data"] = {{"card_class", card_of_option.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(card_of_option.card_class)},
+                      {"efficiencies", card_of_option.efficiency_data.empty() ? "unstated" : card_of_option.efficiency_data},
+                      {"basis", card_of_option.efficiency_data_basis}};
+    x["headroom"] = {{"slos", bound_use_json(e.verdict)}, {"load", headroom_json(c.headroom, headroom_window)}};
     // Energy: every card of the deployment at TDP while busy (busy share of the run).
     const Card& card = cards().find(c.card);
     double busy = 0;
@@ -232,6 +349,59 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
                                         {"kv_cache", c.kv}, {"reason", c.reason}});
   }
   j["rejected"] = rejected;
+
+  // --explain: each candidate of the card, why it fails or where it ranks (one line each).
+  std::vector<std::string> explain_lines;
+  if (!explain_card.empty()) {
+    nlohmann::json ex = nlohmann::json::array();
+    for (const plan::PlanOutcome::Explained& x : outcome.explained) {
+      const Candidate& c = x.searched_now ? x.as_searched : cands[x.candidate];
+      nlohmann::json e = {{"deployment", label(c)}, {"tp", c.tp}, {"weights", c.weights}, {"kv_cache", c.kv},
+                          {"searched_for_explain", x.searched_now}};
+      std::string line = label(c) + ": ";
+      const auto listed_at = std::find(ok.begin(), ok.end(), x.candidate);
+      const bool passes = x.searched_now ? c.verified && !c.rejected : listed_at != ok.end();
+      if (c.reason.rfind("does not fit", 0) == 0 || (!passes && c.search.evaluations == 0 && !x.searched_now)) {
+        e["outcome"] = c.reason.rfind("does not fit", 0) == 0 ? "does_not_fit" : "rejected";
+        e["reason"] = c.reason;
+        line += c.reason;
+      } else if (passes) {
+        const double usd_h = cost_of(c);
+        // Where it ranks among the verified options: after every cheaper one.
+        const std::size_t rank = x.searched_now
+                                     ? 1 + static_cast<std::size_t>(std::count_if(ok.begin(), ok.end(), [&](std::size_t i) {
+                                             return cost_of(cands[i]) <= usd_h;
+                                           }))
+                                     : static_cast<std::size_t>(listed_at - ok.begin()) + 1;
+        e["outcome"] = x.searched_now ? "passes_when_searched" : "verified";
+        e["rank"] = rank;
+        e["replicas"] = c.search.best.replicas;
+        e["total_cards"] = c.total_cards();
+        e["router"] = c.router;
+        e["usd_per_hour"] = usd_h;
+        line += "meets the SLOs with " + replicas_text(c.search.best.replicas) + " (" + std::to_string(c.total_cards()) +
+                (c.total_cards() == 1 ? " card, " : " cards, ") + c.router + ") at $" + fmt("%.2f", usd_h) + "/hour: " +
+                (x.searched_now ? "would rank #" : "ranks #") + std::to_string(rank) +
+                (rank > static_cast<std::size_t>(o.top) ? " (the table lists " + std::to_string(o.top) + ")" : "") +
+                (x.searched_now ? " (the plan cut it by cost: " + cands[x.candidate].reason + ")" : "");
+        if (c.search.below) {
+          e["with_one_replica_fewer"] = evaluation_json(*c.search.below);
+          line += "; " + with_text(*c.search.below) + ": " + misses_text(*c.search.below);
+        }
+      } else {
+        e["outcome"] = "misses";
+        e["reason"] = c.reason;
+        e["replicas_tried"] = c.search.best.replicas;
+        e["result"] = evaluation_json(c.search.best);
+        line += "misses the SLOs " + with_text(c.search.best) + " (the most tried: --max-cards " +
+                std::to_string(o.max_cards) + "): " + misses_text(c.search.best);
+        if (!x.searched_now && cands[x.candidate].reason.rfind("misses", 0) != 0) line += " [" + c.reason + "]";
+      }
+      ex.push_back(e);
+      explain_lines.push_back(line);
+    }
+    j["explain"] = {{"card", explain_card}, {"candidates", ex}};
+  }
 
   // Daily load profile (parsed above): replicas per hour for the best option.
   nlohmann::json daily;
@@ -276,8 +446,8 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
     text << "\n  " << cands.size() << " candidates, " << live.size() << " fit in memory, " << searched
          << " searched (" << skipped << " skipped by cost); replicas estimated on 1/r load shares, then every "
          << "option below verified as the whole cluster behind each router tried (" << router_list << ")\n\n";
-    TextTable t({"#", "deployment", "router", "replicas", "cards", "TTFT p95", "TPOT p95", "out tok/s", "$/hour",
-                 "price", "$/M tok", users ? "$/user/mo" : "", "binds"});
+    TextTable t({"#", "deployment", "data", "router", "replicas", "cards", "TTFT p95", "TPOT p95", "of bound",
+                 "more load", "out tok/s", "$/hour", "price", "$/M tok", users ? "$/user/mo" : "", "binds"});
     int rank_no = 0;
     for (std::size_t i : ok) {
       if (rank_no >= o.top) break;
@@ -298,9 +468,11 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
       const std::string ttft_text = ttft && ttft->has_interval
                                         ? units::format_time(ttft->estimate) + " (<=" + units::format_time(ttft->high) + ")"
                                         : units::format_time(e.result.ttft.p95);
-      t.row({std::to_string(++rank_no), label(c), c.router, std::to_string(e.replicas),
+      const std::string data = cards().find(c.card).efficiency_data;
+      t.row({std::to_string(++rank_no), label(c), data.empty() ? "unstated" : data, c.router, std::to_string(e.replicas),
              std::to_string(c.total_cards()), ttft_text,
-             units::format_time(e.result.tpot.p95), fmt("%.0f", e.output_throughput()),
+             units::format_time(e.result.tpot.p95), bound_use_text(e.verdict), headroom_text(c.headroom),
+             fmt("%.0f", e.output_throughput()),
              fmt("%.2f", usd_h), price_provenance(prices, c.card), mtok_h > 0 ? fmt("%.3f", usd_h / mtok_h) : "-",
              users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds});
     }
@@ -322,7 +494,13 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
     }
     text << "router that needed the fewest replicas. 'price': the rent's provenance (cited, secondary, assumed, "
               "doubtful, --price; calibration/prices.yaml). 'binds': the SLO that fails with one replica fewer, "
-              "and what limits it.\n";
+              "and what limits it.\n"
+         << "  'data': what the card's efficiencies rest on (calibration/cards, efficiency.data): measured on this card, "
+            "partial (some measured), or assumed from another card or a default; an assumed card's latencies are "
+            "less certain than its interval says. 'of bound': each SLO's 95% interval upper end as a share of its bound. "
+            "'more load': the extra load the same cluster still met every SLO at, and the SLO that failed first above "
+            "it ('?': inconclusive there): whole-cluster runs at 1.25, 1.6, 2.5 and 4x the load measuring "
+         << headroom_window << " (the search's window), then two bisection steps ('>=': met at 4x).\n";
     // Verification can confirm more options than the table shows (a round verifies several at
     // once); they are in the JSON's options[], and named here so that every candidate is
     // accounted for in the text too.
@@ -347,6 +525,11 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
       for (const Candidate& c : cands) {
         if (c.rejected) text << "    " << label(c) << ": " << c.reason << "\n";
       }
+    }
+    if (!explain_lines.empty()) {
+      text << "\n  --explain " << explain_card << ": each candidate (TP x weights x KV cache), why it fails or where it "
+              "ranks; candidates the plan cut by cost were searched and verified for this:\n";
+      for (const auto& l : explain_lines) text << "    " << l << "\n";
     }
     if (!daily.is_null()) {
       text << "\n  daily profile on " << daily["option"].get<std::string>() << ": replicas per hour";

@@ -21,6 +21,11 @@ namespace capsim::scenario {
 struct PlanRequest {
   ScenarioSpec base;
   std::string cards;               // empty: every card in the catalogue
+  // Card classes to keep (--card-class; catalogue field card_class: datacenter, workstation,
+  // consumer), comma separated; empty: every class. --datacenter-only is "datacenter".
+  std::string card_classes;
+  // --explain CARD: every candidate of that card, and why it fails or where it ranks.
+  std::string explain;
   std::string tps = "1,2,4,8";
   std::string weights = "auto";
   std::string kv = "auto";

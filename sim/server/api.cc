@@ -405,14 +405,21 @@ Job prepare_fit(const nlohmann::json& body, const Limits& limits) {
 }
 
 Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "plan", {"cards", "tp", "weights", "kv_cache", "max_cards", "min_goodput",
-                                                     "price", "load_profile", "top", "search_duration", "replications"});
+  const nlohmann::json o = options_of(body, "plan", {"cards", "card_class", "explain", "tp", "weights", "kv_cache",
+                                                     "max_cards", "min_goodput", "price", "load_profile", "top",
+                                                     "search_duration", "replications"});
   const Scenario in = scenario_of(body, {"plan"}, limits);
   scenario::PlanRequest req;
   req.base = in.spec;
   if (o.contains("cards")) {
     req.cards = list_text(o["cards"], "plan.cards");
     catalogue_cards(req.cards, "plan.cards");
+  }
+  if (o.contains("card_class")) req.card_classes = list_text(o["card_class"], "plan.card_class");
+  if (o.contains("explain")) {
+    if (!o["explain"].is_string()) throw HttpError(400, "plan.explain: expected a card name such as \"t4\"");
+    req.explain = o["explain"].get<std::string>();
+    catalogue_card(req.explain, "plan.explain");
   }
   if (o.contains("tp")) req.tps = list_text(o["tp"], "plan.tp");
   if (o.contains("weights")) req.weights = list_text(o["weights"], "plan.weights");

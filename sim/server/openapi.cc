@@ -62,6 +62,8 @@ const char* const kOpenApi = R"json({
       "Plan": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
         {"type": "object", "properties": {"plan": {"type": "object", "properties": {
           "cards": {"type": "array", "items": {"type": "string"}}, "tp": {"type": "array", "items": {"type": "integer"}},
+          "card_class": {"type": "array", "items": {"type": "string", "enum": ["datacenter", "workstation", "consumer"]}},
+          "explain": {"type": "string", "description": "a card: why each of its candidates fails or where it ranks"},
           "weights": {"type": "array", "items": {"type": "string"}}, "kv_cache": {"type": "array", "items": {"type": "string"}},
           "max_cards": {"type": "integer"}, "min_goodput": {"type": "number"}, "price": {"type": "object", "additionalProperties": {"type": "number"}},
           "load_profile": {"type": "array", "items": {"type": "number"}, "minItems": 24, "maxItems": 24},

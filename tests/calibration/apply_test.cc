@@ -227,3 +227,24 @@ TEST_CASE("apply: CardCatalogue::load_dir applies profiles/<card>.yaml unless ca
             .find("h100-sxm.yaml: card: this calibration is for card 'a100-80gb-sxm', not 'h100-sxm'") !=
         std::string::npos);
 }
+
+TEST_CASE("apply: a profile fitted on the card makes its efficiencies measured", "[calibration][cards]") {
+  // The H100 PCIe's efficiencies are assumed from the SXM part's profile (its card file); a
+  // profile fitted on that card, setting both efficiencies, makes them measured, with the
+  // profile as their basis (plan's data column).
+  CalibrationSetting restore;
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/calibration/cards");
+  std::filesystem::copy_file(kData + "/calibration/cards/h100-pcie.yaml",
+                             dir.path() + "/calibration/cards/h100-pcie.yaml");
+  dir.write("calibration/profiles/h100-pcie.yaml", profile_yaml("h100-pcie", "NVIDIA H100 PCIe"));
+  const std::string cards = dir.path() + "/calibration/cards";
+  CardCatalogue::set_use_calibration(false);
+  CHECK(CardCatalogue::load_dir(cards).find("h100-pcie").efficiency_data == "assumed");
+  CardCatalogue::set_use_calibration(true);
+  const CardCatalogue on = CardCatalogue::load_dir(cards);
+  const capsim::Card& c = on.find("h100-pcie");
+  CHECK(c.efficiency_data == "measured");
+  CHECK_FALSE(c.calibration.empty());
+  CHECK(c.efficiency_data_basis == c.calibration);
+}

@@ -168,3 +168,25 @@ TEST_CASE("compare --search-mix: a model one card cannot hold is mixed at the TP
   // on the cheapest fleet, 4 x $0.34 against 2 x $2.69.
   CHECK(best_of(j) == "1x rtx-4090 tp4 fp8");
 }
+
+TEST_CASE("compare: tokens per dollar are labelled as measured at the offered load, not at saturation",
+          "[compare][cli]") {
+  // 0.5 requests/s of 128-token answers leaves one H100 mostly idle: its tokens per dollar are
+  // the offered 64 tokens/s over its rent, whatever more it could serve. The column, the footer
+  // and the JSON field say it is at this load; the value is out tok/s x 3600 / $/hour.
+  const std::string args =
+      "--model llama-3.1-8b --duration 2min --rate 0.5 --input-tokens 512 --output-tokens 128 -d '1x h100-sxm'";
+  const auto j = compare_json(args);
+  REQUIRE(j["deployments"].size() == 1);
+  const auto& d = j["deployments"][0];
+  CHECK_FALSE(d.contains("output_tokens_per_usd"));
+  REQUIRE(d.contains("output_tokens_per_usd_at_offered_load"));
+  CHECK(d["output_tokens_per_usd_at_offered_load"].get<double>() ==
+        Approx(d["output_throughput"].get<double>() * 3600 / d["usd_per_hour"].get<double>()));
+  CHECK(d["output_throughput"].get<double>() == Approx(0.5 * 128).epsilon(0.2));
+  const auto text = run_capsim("compare " + args + " -q");
+  CHECK(text.status == 0);
+  CHECK(has(text.out, "tok/$ @load"));
+  CHECK(has(text.out, "compares prices at this load, not capacities"));
+  CHECK(has(text.out, "gives the most output tokens per dollar at this load"));
+}

@@ -238,11 +238,11 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
   SECTION("a misspelt field, which would otherwise fall back to its default unseen") {
     CHECK(load_error(with("tdp:", "memory_visble: {value: 23GiB, source: ds}\ntdp:")) ==
           f + ": unknown field 'memory_visble'; accepted: name, display_name, aliases, kind, vendor, "
-              "architecture, references, memory, memory_visible, memory_bandwidth, dense_peak, interconnect, "
+              "architecture, references, card_class, memory, memory_visible, memory_bandwidth, dense_peak, interconnect, "
               "efficiency, tdp, ecc, mig_instances");
     CHECK(load_error(with("  compute: {", "  compte: {")) ==
           f + ": efficiency: unknown field 'compte'; accepted: compute, compute_fp8, memory_bandwidth, "
-              "attention_bandwidth, kernel_floor");
+              "attention_bandwidth, kernel_floor, data");
   }
   SECTION("a number without a unit") {
     CHECK(load_error(with("{value: 24GB,", "{value: 24,")) ==

@@ -4,6 +4,10 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,4 +153,23 @@ TEST_CASE("server prepare: a name resolves only in the catalogues; a path is 400
                                                file + R"("}, )" + load + "}",
                          secret),
              Catch::Contains("deployment.engine: '" + file + "' is not an engine of the catalogue"));
+}
+
+TEST_CASE("server prepare: plan.card_class keeps the catalogue's cards of those classes; plan.explain names a card",
+          "[server][plan]") {
+  // The same library call as `capsim plan --card-class consumer`: the candidates are the two
+  // GeForce cards of the catalogue (card_class: consumer), nothing else.
+  const std::string body =
+      R"({"model": "llama-3.1-8b", "workload": {"rate": 2, "duration": "2min", "input_tokens": 512, "output_tokens": 128},
+          "slo": {"ttft_p95": "1s"}, "plan": {"card_class": ["consumer"], "tp": [1], "kv_cache": ["auto"], "top": 2}})";
+  const auto job = prepare(Endpoint::kPlan, body, Limits{});
+  const nlohmann::json j = nlohmann::json::parse(job(std::make_shared<std::atomic<bool>>(false), {}));
+  std::set<std::string> cards;
+  for (const auto& o : j["options"]) cards.insert(o["card"].get<std::string>());
+  for (const auto& o : j["rejected"]) cards.insert(o["card"].get<std::string>());
+  CHECK(cards == std::set<std::string>{"rtx-3090", "rtx-4090"});
+  const HttpError bad = refusal(Endpoint::kPlan, R"({"model": "llama-3.1-8b", "workload": {"rate": 2}, "slo": {"ttft_p95": "1s"},
+                                                      "plan": {"explain": "t5"}})");
+  CHECK(bad.status() == 400);
+  CHECK_THAT(std::string(bad.what()), Catch::Contains("plan.explain"));
 }
