@@ -1,6 +1,8 @@
 #include "sim/scenario/default_job.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 
 #include "sim/core/error.h"
@@ -179,9 +181,27 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
   if (outcome.ok.empty()) {
     text << (outcome.live.empty() ? "  none fits in memory\n" : "  none meets the SLOs\n");
   } else {
-    TextTable t({"#", "deployment", "router", "replicas", "cards", "$/hour", "price", "TTFT p95", "TPOT p95", "binds"});
-    const int shown = std::min<int>(request.options_shown, static_cast<int>(outcome.ok.size()));
-    for (int k = 0; k < shown; ++k) {
+    TextTable t({"#", "deployment", "router", "replicas", "cards", "$/hour", "price", "data", "TTFT p95", "TPOT p95",
+                 "binds"});
+    // The cheapest few, and below them (ranked as the plan ranks them) the cheapest option on a
+    // datacenter card and the cheapest whose card efficiencies were measured on that card, when
+    // the few have none: the cheapest option can rest on consumer cards with borrowed numbers.
+    std::vector<int> rows;
+    const int ok = static_cast<int>(outcome.ok.size());
+    for (int k = 0; k < std::min(request.options_shown, ok); ++k) rows.push_back(k);
+    const auto card_of = [&](int k) -> const Card& {
+      return cards().find(outcome.candidates[outcome.ok[static_cast<std::size_t>(k)]].card);
+    };
+    const auto add_first = [&](const std::function<bool(const Card&)>& wanted) {
+      for (int k = 0; k < ok; ++k) {
+        if (!wanted(card_of(k))) continue;
+        if (std::find(rows.begin(), rows.end(), k) == rows.end()) rows.push_back(k);
+        return;
+      }
+    };
+    add_first([](const Card& c) { return c.card_class == "datacenter"; });
+    add_first([](const Card& c) { return c.efficiency_data == "measured"; });
+    for (int k : rows) {
       const Candidate& c = outcome.candidates[outcome.ok[static_cast<std::size_t>(k)]];
       const plan::Evaluation& e = c.search.best;
       // As plan's table gives them: the decision's estimate with its interval's upper end.
@@ -198,13 +218,16 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
                                                : plan::binding_resource(e.result);
       t.row({std::to_string(k + 1), plan::label(c), c.router, std::to_string(e.replicas),
              std::to_string(c.total_cards()), fmt("%.2f", c.option_usd_per_hour()),
-             price_provenance(prices, c.card), ttft_text, units::format_time(e.result.tpot.p95), binds});
+             price_provenance(prices, c.card), card_of(k).efficiency_data.empty() ? "unstated" : card_of(k).efficiency_data,
+             ttft_text, units::format_time(e.result.tpot.p95), binds});
     }
     t.print(text);
     text << "  Confidence: each option meets every SLO with its 95% interval inside the bound, from one run's batch "
             "means after MSER-5 warm-up detection (TTFT p95: the estimate, the interval's upper end in brackets); "
             "decided over seeds as above by `--replications`. 'binds': the SLO that fails with one replica fewer "
-            "and what limits it.\n";
+            "and what limits it. 'data': whether the card's efficiencies were measured on that card, in part, or "
+            "assumed from another card (calibration/cards/; `capsim plan --datacenter-only` leaves out consumer "
+            "cards).\n";
   }
 
   // Commands to copy, each with what it adds.

@@ -3,7 +3,9 @@
 // plan's cheapest options (cards, $/hour, confidence, what binds) and the next commands. One
 // question, one answer: its numbers are the ones `capsim simulate --replications 8` and
 // `capsim plan` give for the same inputs. (How long it takes: bench, not here.)
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -130,9 +132,33 @@ TEST_CASE("the default job answers the 500-user question with plan's and simulat
     CHECK(has(row, binds));
   }
   CHECK(has(job.out, "Confidence: each option meets every SLO with its 95% interval inside the bound"));
-  if (p["options"].size() > 3) {  // three options, not the plan's ten
-    const auto& fourth = p["options"][3];
-    CHECK_FALSE(has(job.out, row_key(fourth)));
+  // Three options, not the plan's ten, and below them the cheapest on a datacenter card and the
+  // cheapest on a card whose efficiencies were measured on it, each at its plan rank, with the
+  // data column plan's JSON gives.
+  std::vector<std::size_t> extra;
+  const auto first = [&](const std::function<bool(const nlohmann::json&)>& wanted) {
+    for (std::size_t k = 0; k < p["options"].size(); ++k) {
+      if (!wanted(p["options"][k])) continue;
+      if (k >= 3 && std::find(extra.begin(), extra.end(), k) == extra.end()) extra.push_back(k);
+      return;
+    }
+  };
+  first([](const nlohmann::json& o) { return o["card_data"]["card_class"] == "datacenter"; });
+  first([](const nlohmann::json& o) { return o["card_data"]["efficiencies"] == "measured"; });
+  for (std::size_t k = 3; k < p["options"].size(); ++k) {
+    const std::string row = line_with(job.out, row_key(p["options"][k]));
+    INFO("plan option " << k + 1);
+    if (std::find(extra.begin(), extra.end(), k) == extra.end()) {
+      CHECK(row.empty());
+    } else {
+      REQUIRE_FALSE(row.empty());
+      CHECK(row.rfind("  " + std::to_string(k + 1) + "  ", 0) == 0);
+      CHECK(has(row, "  " + p["options"][k]["card_data"]["efficiencies"].get<std::string>() + "  "));
+    }
+  }
+  for (int k = 0; k < 3; ++k) {
+    CHECK(has(line_with(job.out, row_key(p["options"][k])),
+              "  " + p["options"][k]["card_data"]["efficiencies"].get<std::string>() + "  "));
   }
 
   // What to run next, with the one flag that passes.
