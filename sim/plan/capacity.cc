@@ -228,8 +228,11 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
               .meets);
     }
     // Tukey's jackknife: standard error sqrt((n-1)/n x sum (answer without k - their mean)^2),
-    // interval capacity +/- t(n-1, 0.975) x that error, centred on the answer reported. Capped
-    // above by the last load below fails_from (the seeds reject loads from there) and below by 0.
+    // interval capacity +/- t(n-1, 0.975) x that error, centred on the answer reported. The
+    // answer is a step function of the runs, so leaving one seed out often moves it not at all
+    // and the jackknife says 0 while the seeds disagree: the interval also spans every answer
+    // these seeds gave (each alone, each left out). Capped above by the last load below
+    // fails_from (the seeds reject loads from there) and below by 0.
     const double n = replications;
     double mean = 0, squares = 0;
     for (double c : out.leave_one_out) mean += c / n;
@@ -241,6 +244,12 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
     if (axis.whole) {  // whole users: rounded outwards
       out.low = std::floor(out.low);
       out.high = std::ceil(out.high);
+    }
+    for (const std::vector<double>* answers : {&out.seed_capacities, &out.leave_one_out}) {
+      for (double c : *answers) {
+        out.low = std::min(out.low, c);
+        out.high = std::max(out.high, c);
+      }
     }
     if (not_fail.misses > 0) out.high = std::max(out.capacity, std::min(out.high, not_fail.meets));
   }

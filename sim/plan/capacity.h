@@ -51,9 +51,10 @@ struct CapacityResult {
   std::vector<double> seed_capacities;
   // The search's answer over the seeds with each one left out in turn (two seeds: the other alone).
   std::vector<double> leave_one_out;
-  // The answer's standard error by the jackknife over those, and the 95% interval
-  // capacity +/- t(n-1) x jackknife_error (whole axes rounded outwards), at least 0 and at most
-  // the last load below fails_from: the answer another set of as many seeds would give.
+  // The answer's standard error by the jackknife over those, and the interval: the 95% one,
+  // capacity +/- t(n-1) x jackknife_error (whole axes rounded outwards), widened to every
+  // seed capacity and leave-one-out answer, at least 0 and at most the last load below
+  // fails_from: where the answer of another set of as many seeds is expected.
   double jackknife_error = 0;
   double low = 0, high = 0;
 };

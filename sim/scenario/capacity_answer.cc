@@ -116,7 +116,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   if (n > 1) {
     const auto [seed_lo, seed_hi] = std::minmax_element(found.seed_capacities.begin(), found.seed_capacities.end());
     a.interval = load_text(found.low) + " - " + load_text(found.high) + " " + axis.name +
-                 " (95%, jackknife over the seeds); each seed alone: " + load_text(*seed_lo) + " - " +
+                 " (95% jackknife over the seeds, and every answer of a seed alone or one left out); each seed alone: " + load_text(*seed_lo) + " - " +
                  load_text(*seed_hi) + "; " +
                  (found.fails_from > 0 ? "the seeds together fail from " + load_text(found.fails_from)
                                        : "no load the search tried fails over the seeds");
@@ -152,13 +152,14 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
     text << "\n  capacity: the most load whose verdict over the " << n
          << " seeds is PASS (each SLO's 95% interval over the seeds inside its bound, as `plan --replications` "
             "decides). interval: where another " << n
-         << " seeds' answer lies, the capacity +/- t x its jackknife standard error (the search rerun with "
-            "each seed left out), below the load the seeds fail at. `check` min_users/min_rate with the same "
-            "--replications passes up to the capacity, fails above the interval, is inconclusive within it\n";
+         << " seeds' answer is expected: the capacity +/- t x its jackknife standard error (the search rerun "
+            "with each seed left out), widened to the answers of each seed alone and each left out, below the load "
+            "the seeds fail at. `check` min_users/min_rate with the same --replications passes up to the capacity, "
+            "fails above the interval, is inconclusive within it\n";
   } else {
     text << "\n  one seed (" << found.first_seed
-         << "): the answer moves with the seed and states no interval; --replications 8 decides each load over 8 "
-            "seeds and gives the interval\n";
+         << "), no interval: where lengths, think times or arrivals are random the answer moves with the seed; "
+            "--replications 8 decides each load over 8 seeds and gives one\n";
   }
   a.text = text.str();
   return a;
