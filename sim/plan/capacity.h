@@ -51,11 +51,12 @@ struct CapacityResult {
   std::vector<double> seed_capacities;
   // The search's answer over the seeds with each one left out in turn (two seeds: the other alone).
   std::vector<double> leave_one_out;
-  // The answer's standard error by the jackknife over those, and the interval: the 95% one,
-  // capacity +/- t(n-1) x jackknife_error (whole axes rounded outwards), widened to every
-  // seed capacity and leave-one-out answer, at least 0 and at most the last load below
-  // fails_from: where the answer of another set of as many seeds is expected.
-  double jackknife_error = 0;
+  // The answer's standard error: the larger of the jackknife's over leave_one_out and the
+  // standard deviation of seed_capacities. The interval, where the answer of another set of as
+  // many seeds is expected: capacity +/- t(n-1, 0.975) x standard_error (whole axes rounded
+  // outwards), widened to every seed capacity and leave-one-out answer, at least 0 and at most
+  // the last load below fails_from.
+  double jackknife_error = 0, seed_capacity_sd = 0, standard_error = 0;
   double low = 0, high = 0;
 };
 

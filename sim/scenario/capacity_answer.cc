@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/steady_state.h"
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
@@ -69,7 +70,9 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   j["simulations"] = found.simulations;
   j["interval"] = {{"low", found.low},
                    {"high", found.high},
+                   {"standard_error", found.standard_error},
                    {"jackknife_error", found.jackknife_error},
+                   {"seed_capacity_sd", found.seed_capacity_sd},
                    {"fails_from", found.fails_from > 0 ? nlohmann::json(found.fails_from) : nlohmann::json()},
                    {"seed_capacities", found.seed_capacities.empty() ? std::vector<double>{capacity}
                                                                      : found.seed_capacities},
@@ -116,7 +119,8 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   if (n > 1) {
     const auto [seed_lo, seed_hi] = std::minmax_element(found.seed_capacities.begin(), found.seed_capacities.end());
     a.interval = load_text(found.low) + " - " + load_text(found.high) + " " + axis.name +
-                 " (95% jackknife over the seeds, and every answer of a seed alone or one left out); each seed alone: " + load_text(*seed_lo) + " - " +
+                 " (capacity +/- " + load_text(student_t_quantile(n - 1, 0.975) * found.standard_error) +
+                 ", and every answer of a seed alone or one left out); each seed alone: " + load_text(*seed_lo) + " - " +
                  load_text(*seed_hi) + "; " +
                  (found.fails_from > 0 ? "the seeds together fail from " + load_text(found.fails_from)
                                        : "no load the search tried fails over the seeds");
@@ -152,10 +156,12 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
     text << "\n  capacity: the most load whose verdict over the " << n
          << " seeds is PASS (each SLO's 95% interval over the seeds inside its bound, as `plan --replications` "
             "decides). interval: where another " << n
-         << " seeds' answer is expected: the capacity +/- t x its jackknife standard error (the search rerun "
-            "with each seed left out), widened to the answers of each seed alone and each left out, below the load "
-            "the seeds fail at. `check` min_users/min_rate with the same --replications passes up to the capacity, "
-            "fails above the interval, is inconclusive within it\n";
+         << " seeds' answer is expected: the capacity +/- t(" << n - 1
+         << ", 0.975) x a standard error (the larger of the jackknife's, the search rerun with each seed left out, "
+            "and the single-seed capacities' standard deviation: the verdict hangs on the worst seed), widened to "
+            "the answers of each seed alone and each left out, below the load the seeds fail at. `check` "
+            "min_users/min_rate with the same --replications passes up to the capacity, fails above the interval, "
+            "is inconclusive within it\n";
   } else {
     text << "\n  one seed (" << found.first_seed
          << "), no interval: where lengths, think times or arrivals are random the answer moves with the seed; "
