@@ -600,7 +600,8 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         if (c.replications > 1) {
           r.low = c.low;
           r.high = c.high;
-          r.measured_text += " (interval" + over + ": " + value_text(c.low, r.unit) + " - " + value_text(c.high, r.unit) + ")";
+          r.measured_text += " (interval" + over + ": " + (c.axis.whole ? fmt("%.0f", c.low) : fmt("%.2f", c.low)) +
+                             " - " + value_text(c.high, r.unit) + ")";
         }
         if (c.capacity <= 0 && !r.inconclusive) {
           r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit) + over;
