@@ -44,8 +44,9 @@ struct CapacityResult {
 
   // With replications > 1 (all equal `capacity`, or empty, for one seed):
   // fails_from: the smallest load found whose verdict over the seeds is FAIL (0: none up to 4
-  // times the first load that did not pass); between `capacity` and it the verdicts are INCONCLUSIVE (an interval straddles
-  // a bound, or a seed's run did not settle), or PASS again: the search assumes none is.
+  // times the first load that did not pass); between `capacity` and it the verdicts are
+  // INCONCLUSIVE (an interval straddles a bound, or a seed's run did not settle), or PASS again
+  // (the bisection assumes none is).
   double fails_from = 0;
   // Each seed's own capacity: what `capacity --seed S` answers alone.
   std::vector<double> seed_capacities;
