@@ -587,11 +587,33 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
       rows.push_back(r);
     } else if (e.kind == "min_users" || e.kind == "min_rate") {
       try {
-        const plan::CapacityResult c = plan::find_capacity(a.spec, std::nullopt);
+        // The search and the verdict `capsim capacity --replications N` gives (plan::find_capacity,
+        // plan::decide_min_load), so the two never disagree on one scenario and seeds.
+        const plan::CapacityResult c =
+            plan::find_capacity(a.spec, std::nullopt, replications, plan::default_threads());
         Row r = base_row("", c.axis.name);
         lower(r, c.capacity, e.limit);
-        if (c.capacity <= 0) r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit);
-        else if (!r.passed) r.message = "the SLOs hold up to " + value_text(c.capacity, r.unit) + ", short of " + value_text(e.limit, r.unit);
+        const plan::Decision d = plan::decide_min_load(c, e.limit);
+        r.passed = d == plan::Decision::kPass;
+        r.inconclusive = d == plan::Decision::kInconclusive;
+        const std::string over = c.replications > 1 ? " over " + std::to_string(c.replications) + " seeds" : "";
+        if (c.replications > 1) {
+          r.low = c.low;
+          r.high = c.high;
+          r.measured_text += " (interval" + over + ": " + (c.axis.whole ? fmt("%.0f", c.low) : fmt("%.2f", c.low)) +
+                             " - " + value_text(c.high, r.unit) + ")";
+        }
+        if (c.capacity <= 0 && !r.inconclusive) {
+          r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit) + over;
+        } else if (r.inconclusive) {
+          r.message = value_text(e.limit, r.unit) + " is within the capacity's interval" + over + ": the SLOs hold" +
+                      over + " up to " + value_text(c.capacity, r.unit) + ", and other seeds may hold them at " +
+                      value_text(e.limit, r.unit) + "; more --replications or a longer run to decide";
+        } else if (!r.passed) {
+          r.message = "the SLOs hold" + over + " up to " + value_text(c.capacity, r.unit) + ", short of " +
+                      value_text(e.limit, r.unit) +
+                      (c.replications > 1 ? " (above the interval's top, " + value_text(c.high, r.unit) + ")" : std::string());
+        }
         rows.push_back(r);
       } catch (const Error& x) {
         rows.push_back(failed_row(a.name, e.kind, "", std::string("the capacity search failed: ") + x.what()));

@@ -28,6 +28,7 @@ struct CapacityOptions {
   ScenarioFlags flags;
   std::optional<double> min_goodput;
   int points = 8;
+  int replications = 1;
   std::string json;
   std::string report;
   std::string plot;
@@ -41,6 +42,7 @@ int run_capacity(const CapacityOptions& o) {
   req.base = o.flags.resolve(o.scenario);
   req.min_goodput = o.min_goodput;
   req.points = o.points;
+  req.replications = o.replications;
   // Fail before the search, not after it, when the report or chart cannot be drawn.
   req.before_search = [&o] {
     if (!o.report.empty()) plot::require_gnuplot("--report");
@@ -75,7 +77,8 @@ int run_capacity(const CapacityOptions& o) {
   if (!o.plot.empty()) chart_file = plot::chart_bytes(chart, o.plot, "--plot");
   if (!o.report.empty()) {
     HtmlReport page(title, "--report");
-    page.paragraph("Scenario " + base.name + ". Capacity: " + verdict + ".");
+    page.paragraph("Scenario " + base.name + ". Capacity: " + verdict + "." +
+                   (a.interval.empty() ? std::string() : " Interval: " + a.interval + "."));
     page.chart(chart, "Latency percentiles at each load of the curve; dashed lines: the SLO bounds.");
     page.table(t);
     std::vector<std::string> names;
@@ -118,11 +121,18 @@ void add_capacity_command(CLI::App& app, int& exit_code) {
       "  capsim capacity workloads/chatbot-500-users.yaml\n"
       "  capsim capacity --model llama-3.1-8b --card l40s --rate 5 --duration 10min --slo 'ttft_p95<=500ms'\n"
       "  capsim capacity workloads/chat-8b-1x-h100.yaml --plot capacity.svg --report capacity.html\n"
+      "  capsim capacity workloads/chatbot-500-users.yaml --replications 8   # over seeds 1-8, with an interval\n"
       "exit status: 0 capacity found, 1 the SLOs fail at the smallest load, 2 bad input");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd);
   cmd->add_option("--min-goodput", o->min_goodput, "least share of requests meeting every SLO (0-1)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--points", o->points, "points on the latency curve (up to 1.5x capacity)")->capture_default_str()->check(CLI::Range(2, 100));
+  cmd->add_option("--replications", o->replications,
+                  "decide each load over N seeds (seed..seed+N-1, in parallel; as plan --replications) and give "
+                  "an interval: the capacity is the most load whose verdict over the seeds is PASS (default 1: "
+                  "one run's batch means, no interval)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   cmd->add_option("--json", o->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->add_option("--report", o->report, "also write a self-contained HTML report (tables, charts by gnuplot) to FILE.html");
   cmd->add_option("--plot", o->plot, "also draw latency percentiles against load to FILE.svg or FILE.png (gnuplot)");

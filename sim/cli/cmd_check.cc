@@ -156,7 +156,8 @@ void add_check_command(CLI::App& app, int& exit_code) {
                   "re-run an INCONCLUSIVE assertion with its duration doubled, up to this duration (e.g. 2h)");
   cmd->add_option("--replications", o->replications,
                   "decide SLOs from N independent runs (seeds seed..seed+N-1, in parallel) instead of one run's "
-                  "batch means; robust when one run's output is strongly correlated")
+                  "batch means; robust when one run's output is strongly correlated. min_users/min_rate: the "
+                  "search and interval of capacity --replications N")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--quiet,-q", o->quiet, "no progress lines on stderr");
   cmd->callback([o, &exit_code] { exit_code = run_check(*o); });

@@ -243,12 +243,14 @@ std::string binding_resource(const SimulationResult& r) {
 }
 
 void drop_run_details(SimulationResult& r) {
-  r.records = {};
-  r.timeline = {};
+  // A fresh vector, not `= {}`: that picks the initializer-list assignment, which empties the
+  // vector and keeps its memory.
+  r.records = std::vector<RequestRecord>();
+  r.timeline = std::vector<ClusterSample>();
   for (ReplicaSummary& s : r.replicas) {
     s.stats.step_ms_distribution = WeightedSamples{};
     s.stats.batch_sequences_distribution = WeightedSamples{};
-    s.stats.timeline = {};
+    s.stats.timeline = std::vector<TimelineSample>();
   }
 }
 

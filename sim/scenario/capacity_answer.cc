@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/steady_state.h"
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
@@ -27,7 +28,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   }
   if (o.before_search) o.before_search();
   if (progress) progress("search", 0, 0);
-  a.found = plan::find_capacity(base, o.min_goodput);
+  a.found = plan::find_capacity(base, o.min_goodput, o.replications, plan::default_threads());
   const plan::CapacityResult& found = a.found;
   const LoadAxis axis = found.axis;
   const double capacity = found.capacity;
@@ -51,7 +52,11 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   curve.resize(loads.size());
   plan::run_parallel(
       loads.size(), plan::default_threads(),
-      [&](std::size_t i) { curve[i] = plan::evaluate(with_load(base, axis, loads[i]), base.replicas, o.min_goodput); },
+      // Each point decided over the same seeds as the search, so the curve's verdict at the
+      // capacity is the search's.
+      [&](std::size_t i) {
+        curve[i] = plan::evaluate(with_load(base, axis, loads[i]), base.replicas, o.min_goodput, found.replications);
+      },
       progress ? [&progress](std::size_t d, std::size_t t) { progress("curve", d, t); }
                : std::function<void(std::size_t, std::size_t)>());
 
@@ -60,6 +65,18 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   j["load_axis"] = axis.name;
   j["capacity"] = capacity;
   j["evaluations"] = evaluations;
+  j["replications"] = found.replications;
+  j["first_seed"] = found.first_seed;
+  j["simulations"] = found.simulations;
+  j["interval"] = {{"low", found.low},
+                   {"high", found.high},
+                   {"standard_error", found.standard_error},
+                   {"jackknife_error", found.jackknife_error},
+                   {"seed_capacity_sd", found.seed_capacity_sd},
+                   {"fails_from", found.fails_from > 0 ? nlohmann::json(found.fails_from) : nlohmann::json()},
+                   {"seed_capacities", found.seed_capacities.empty() ? std::vector<double>{capacity}
+                                                                     : found.seed_capacities},
+                   {"leave_one_out", found.leave_one_out}};
   nlohmann::json pts = nlohmann::json::array();
   for (std::size_t i = 0; i < loads.size(); ++i) {
     const SimulationResult& r = curve[i].result;
@@ -86,13 +103,33 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
             base.kv_link;
   }
   a.title = "capsim capacity: " + d.model.name + " on " + where + " (" + d.weights_label() + ")";
+  const auto load_text = [&axis](double l) { return axis.whole ? fmt("%.0f", l) : fmt("%.2f", l); };
+  const int n = found.replications;
+  const std::string seeds = n > 1 ? "seeds " + std::to_string(found.first_seed) + "-" +
+                                        std::to_string(found.first_seed + static_cast<std::uint64_t>(n) - 1)
+                                  : "seed " + std::to_string(found.first_seed);
   a.verdict =
-      capacity > 0 ? (axis.whole ? fmt("%.0f", capacity) : fmt("%.2f", capacity)) + " " + axis.name +
-                         " meet every SLO (" + std::to_string(evaluations) + " simulations)"
-                   : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name;
+      capacity > 0 ? load_text(capacity) + " " + axis.name + " meet every SLO" +
+                         (n > 1 ? " over " + std::to_string(n) + " seeds (" + seeds + ", " +
+                                      std::to_string(found.simulations)
+                                : " (" + std::to_string(evaluations)) +
+                         " simulations)"
+                   : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name +
+                         (n > 1 ? " over " + seeds : "");
+  if (n > 1) {
+    const auto [seed_lo, seed_hi] = std::minmax_element(found.seed_capacities.begin(), found.seed_capacities.end());
+    a.interval = load_text(found.low) + " - " + load_text(found.high) + " " + axis.name +
+                 " (capacity +/- " + load_text(student_t_quantile(n - 1, 0.975) * found.standard_error) +
+                 ", and every answer of a seed alone or one left out); each seed alone: " + load_text(*seed_lo) + " - " +
+                 load_text(*seed_hi) + "; " +
+                 (found.fails_from > 0 ? "the seeds together fail from " + load_text(found.fails_from)
+                                       : "no load the search tried fails over the seeds");
+  }
   const std::string& title = a.title;
   const std::string& verdict = a.verdict;
-  text << title << "\n  capacity: " << verdict << "\n\n";
+  text << title << "\n  capacity: " << verdict << "\n";
+  if (n > 1) text << "  interval: " << a.interval << "\n";
+  text << "\n";
   TextTable& t = a.table;
   t = TextTable({axis.name, "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p95",
                "E2E p95", "SLOs", "limited by"});
@@ -113,6 +150,22 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
     text << "\n  unsure: not decided (a run not at steady state, or an interval that straddles a bound: `capsim "
             "simulate` at that load says which); capacity counts only loads verified to meet the SLOs, so a "
             "longer run (--duration) can raise it\n";
+  }
+  // What the numbers mean (docs/planning.md#capsim-capacity-how-much-load-one-deployment-serves).
+  if (n > 1) {
+    text << "\n  capacity: the most load whose verdict over the " << n
+         << " seeds is PASS (each SLO's 95% interval over the seeds inside its bound, as `plan --replications` "
+            "decides). interval: where another " << n
+         << " seeds' answer is expected: the capacity +/- t(" << n - 1
+         << ", 0.975) x a standard error (the larger of the jackknife's, the search rerun with each seed left out, "
+            "and the single-seed capacities' standard deviation: the verdict hangs on the worst seed), widened to "
+            "the answers of each seed alone and each left out, below the load the seeds fail at. `check` "
+            "min_users/min_rate with the same --replications passes up to the capacity, fails above the interval, "
+            "is inconclusive within it\n";
+  } else {
+    text << "\n  one seed (" << found.first_seed
+         << "), no interval: where lengths, think times or arrivals are random the answer moves with the seed; "
+            "--replications 8 decides each load over 8 seeds and gives one\n";
   }
   a.text = text.str();
   return a;

@@ -21,6 +21,8 @@ struct CapacityRequest {
   ScenarioSpec base;
   std::optional<double> min_goodput;
   int points = 8;  // points on the curve, up to 1.5x the capacity
+  // Seeds each load is decided over (seed .. seed + replications - 1; plan::find_capacity).
+  int replications = 1;
   // Called once the input is validated, before the search (the CLI checks gnuplot and --plot).
   std::function<void()> before_search;
 };
@@ -32,6 +34,7 @@ struct CapacityAnswer {
   std::vector<plan::Evaluation> curve;     // one evaluation per load
   std::string title;                       // "capsim capacity: MODEL on N x CARD ..."
   std::string verdict;                     // "12 users meet every SLO (9 simulations)"
+  std::string interval;                    // "9 - 14 users (...)"; empty for one seed
   nlohmann::json json;                     // exactly what `capsim capacity --json -` prints
   std::string text;                        // the readable report
   TextTable table{{}};

@@ -43,10 +43,14 @@ TEST_CASE("plan: a run without its details decides and reads as before", "[plan]
   plan::drop_run_details(r);
   CHECK(r.records.empty());
   CHECK(r.timeline.empty());
+  // Their memory is given back too (capacity --replications keeps every run of its searches).
+  CHECK(r.records.capacity() == 0);
+  CHECK(r.timeline.capacity() == 0);
   for (const ReplicaSummary& x : r.replicas) {
     CHECK(x.stats.step_ms_distribution.empty());
     CHECK(x.stats.batch_sequences_distribution.empty());
     CHECK(x.stats.timeline.empty());
+    CHECK(x.stats.timeline.capacity() == 0);
   }
   // What check_slos, binding_resource and the plan's JSON read.
   const plan::SloVerdict a = plan::check_slos(s, full.result, std::nullopt);
