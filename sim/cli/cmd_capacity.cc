@@ -8,7 +8,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
-#include "sim/cli/scenario_flags.h"
+#include "sim/flags/scenario_flags.h"
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
 #include "sim/core/units.h"

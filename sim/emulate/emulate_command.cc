@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <memory>
 
-#include "sim/cli/scenario_flags.h"
 #include "sim/emulate/emulate.h"
 #include "sim/emulate/server.h"
+#include "sim/flags/scenario_flags.h"
 #include "sim/http/request_guard.h"
 #include "sim/scenario/scenario.h"
 

@@ -1,4 +1,4 @@
-#include "sim/cli/scenario_flags.h"
+#include "sim/flags/scenario_flags.h"
 
 #include "sim/core/error.h"
 #include "sim/scenario/compare_answer.h"
