@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 
+#include "sim/flags/scenario_flags.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/deployment_spec.h"
 #include "sim/scenario/scenario.h"
@@ -13,6 +14,7 @@
 
 namespace capsim::cli {
 
+using flags::ScenarioFlags;
 using scenario::BuiltScenario;
 using scenario::DeploymentSpec;
 using scenario::ScenarioSpec;
