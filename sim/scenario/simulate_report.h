@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/scenario/scenario.h"
+#include "sim/scenario/slo_value.h"
 
 namespace capsim::scenario {
 
@@ -29,9 +30,6 @@ void print_steady_state(std::ostream& os, const SteadyState& s);
 // verdict. REQUIRES: runs.size() >= 2.
 nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
-// The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
-double slo_value(const SloSpec& slo, const SimulationResult& r);
-
 // One SLO's row as the text report and the HTML page both show it: the SLO, its bound, the
 // measured window, the steady state with its 95% interval, and decide_slo's verdict.
 std::vector<std::string> slo_row(const SloSpec& slo, const SimulationResult& r);
