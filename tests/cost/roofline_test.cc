@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "tests/cost/breakdown_groups.h"
 #include "tests/support/catalogues.h"

@@ -22,12 +22,12 @@
 
 #include "sim/core/time.h"
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/cost/step_cost.h"
 #include "sim/engine/policies.h"
 #include "sim/engine/replica.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "sim/workload/request.h"
 #include "sim/workload/workload.h"

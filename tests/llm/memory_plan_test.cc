@@ -12,9 +12,9 @@
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "tests/support/catalogues.h"
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 
 #ifndef CAPSIM_DATA_DIR
