@@ -14,7 +14,7 @@
 #include "sim/core/units.h"
 #include "sim/plan/capacity.h"
 #include "sim/plan/search.h"
-#include "sim/scenario/capacity_answer.h"
+#include "sim/answers/capacity_answer.h"
 #include "sim/report/html.h"
 #include "sim/report/plot.h"
 #include "sim/report/json_output.h"

@@ -23,7 +23,7 @@
 #include "sim/report/json_output.h"
 #include "sim/report/plot.h"
 #include "sim/report/table.h"
-#include "sim/scenario/compare_answer.h"
+#include "sim/answers/compare_answer.h"
 
 namespace capsim::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/deployment_spec.h"
 #include "sim/scenario/scenario.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 namespace capsim::cli {
 

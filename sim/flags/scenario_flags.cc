@@ -1,7 +1,7 @@
 #include "sim/flags/scenario_flags.h"
 
 #include "sim/core/error.h"
-#include "sim/scenario/compare_answer.h"
+#include "sim/answers/compare_answer.h"
 #include "sim/scenario/deployment_spec.h"
 
 namespace capsim::flags {

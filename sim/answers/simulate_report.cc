@@ -1,4 +1,4 @@
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 #include "sim/plan/search.h"
 
