@@ -1,5 +1,6 @@
-// Fitting a card's efficiency constants to a measured profile, the fitted card profile
-// (calibration/profiles/<card>.yaml) that records them, and applying it to a Card.
+// Fitting a card's efficiency constants to a measured profile, and the fitted card profile
+// (calibration/profiles/<card>.yaml) that records them. Applying a profile to a Card is the card
+// catalogue's (sim/hardware/calibration_profile.h).
 //
 // What is fitted, per docs/calibration.md#fit:
 //   efficiency.compute         e_c of the card's 16-bit type (bf16, else fp16) from cuBLASLt GEMMs
@@ -16,18 +17,10 @@
 
 #include "sim/calibration/profile.h"
 #include "sim/calibration/roofline_fit.h"
+#include "sim/hardware/calibration_profile.h"
 #include "sim/hardware/card.h"
 
 namespace capsim::calibration {
-
-inline constexpr const char* kCardProfileFormat = "capsim-card-calibration";
-inline constexpr int kCardProfileVersion = 1;
-
-// Whether a GPU named as the driver names it ("NVIDIA H100 80GB HBM3") is the card: the model
-// token (h100, a100, 4090, l40s, ...) must be one of the card's name/alias/display-name tokens,
-// and where both name a form factor (sxm, pcie, nvl) or a memory size (80gb) they must agree.
-// On false, *why says what did not match.
-bool gpu_matches_card(const std::string& gpu_name, const Card& card, std::string* why = nullptr);
 
 struct CardFitOptions {
   bool force = false;        // accept a profile measured on a GPU that does not match the card
@@ -95,13 +88,6 @@ CardFit fit_card(const Profile& profile, const Card& card, const CardFitOptions&
 
 // The text of calibration/profiles/<card>.yaml (docs/calibration.md#card-profile).
 std::string card_profile_yaml(const CardFit& fit);
-
-// Applies calibration/profiles/<card>.yaml to `card`: sets bandwidth_efficiency,
-// compute_efficiency, compute_efficiency_fp8 and kernel_floor_s for every value marked applied,
-// records the source in card.sources and card.calibration. Throws capsim::Error naming the file,
-// the field, what is wrong and what is accepted, for a malformed profile, one for another card,
-// or one measured on a GPU that does not match the card (unless it was fitted with --force).
-void apply_calibration_profile(Card& card, const std::string& path);
 
 // The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
 std::string utc_now();

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "sim/scenario/catalogues.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"

@@ -9,13 +9,13 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
-#include "sim/cli/scenario_flags.h"
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
 #include "sim/core/run_limits.h"
 #include "sim/core/units.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/flags/scenario_flags.h"
 #include "sim/plan/costs.h"
 #include "sim/plan/prices.h"
 #include "sim/plan/search.h"
@@ -23,7 +23,7 @@
 #include "sim/report/json_output.h"
 #include "sim/report/plot.h"
 #include "sim/report/table.h"
-#include "sim/scenario/compare_answer.h"
+#include "sim/answers/compare_answer.h"
 
 namespace capsim::cli {
 namespace {

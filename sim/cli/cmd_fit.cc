@@ -11,7 +11,7 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
-#include "sim/scenario/fit_answer.h"
+#include "sim/answers/fit_answer.h"
 
 namespace capsim::cli {
 namespace {

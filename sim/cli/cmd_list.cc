@@ -6,7 +6,7 @@
 #include "sim/core/error.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
-#include "sim/scenario/listings.h"
+#include "sim/answers/listings.h"
 
 namespace capsim::cli {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "sim/cli/commands.h"
 #include "sim/cli/report_charts.h"
-#include "sim/cli/scenario_flags.h"
 #include "sim/core/error.h"
+#include "sim/flags/scenario_flags.h"
 #include "sim/plan/search.h"
 #include "sim/report/html.h"
 #include "sim/report/json_output.h"

@@ -6,13 +6,15 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 
+#include "sim/flags/scenario_flags.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/deployment_spec.h"
 #include "sim/scenario/scenario.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 namespace capsim::cli {
 
+using flags::ScenarioFlags;
 using scenario::BuiltScenario;
 using scenario::DeploymentSpec;
 using scenario::ScenarioSpec;

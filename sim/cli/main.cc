@@ -11,7 +11,7 @@
 #include "sim/cli/common.h"
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
-#include "sim/scenario/default_job.h"
+#include "sim/answers/default_job.h"
 #include "sim/emulate/emulate.h"
 
 // Before anything allocates and before any thread exists (sim/core/allocator_tuning.h): as a
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   if (app.get_subcommands().empty()) {
     // The main job on built-in defaults: the question of the domain notes' chatbot scenario, with
     // the numbers `capsim plan` and `capsim simulate --replications 8` give
-    // (sim/scenario/default_job.h).
+    // (sim/answers/default_job.h).
     try {
       // The scenario's own deployment is decided over kDefaultSeeds seeds: one 30-minute run of
       // this saturated closed loop is not enough (seed 1 alone reads INCONCLUSIVE at 1.0 s, seeds

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/core/error.h"
+#include "sim/hardware/link_efficiency.h"
 #include "sim/hardware/precision.h"
 
 namespace capsim {
@@ -15,7 +16,7 @@ double kv_transfer_bytes(const Deployment& d, std::int64_t tokens) {
 
 double kv_transfer_seconds(const KvLink& link, double bytes, int tp_prefill, int tp_decode) {
   const int streams = std::max(1, std::min(tp_prefill, tp_decode));
-  return link.latency_s + bytes / (link.bandwidth_bytes_per_s * streams);
+  return link.latency_s + bytes / (link.bandwidth_bytes_per_s * kLinkEfficiency * streams);
 }
 
 const std::vector<ServingModelInfo>& serving_models() {

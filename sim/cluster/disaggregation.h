@@ -31,8 +31,10 @@ namespace capsim {
 double kv_transfer_bytes(const Deployment& prefill, std::int64_t tokens);
 
 // Seconds to move `bytes` from a prefill replica of TP `tp_prefill` to a decode replica of TP
-// `tp_decode`: latency + bytes / (bandwidth x streams), streams = min(tp_prefill, tp_decode)
-// (each GPU sends its shard over its own link; a narrower side receives at its own links' rate).
+// `tp_decode`: latency + bytes / (bandwidth x kLinkEfficiency x streams), streams =
+// min(tp_prefill, tp_decode) (each GPU sends its shard over its own link; a narrower side
+// receives at its own links' rate), at the same share of the line rate as the TP all-reduce
+// (sim/hardware/link_efficiency.h).
 double kv_transfer_seconds(const KvLink& link, double bytes, int tp_prefill, int tp_decode);
 
 // The serving models a scenario names (`serving:`), one line each, for `capsim list` and messages.

@@ -5,6 +5,7 @@
 
 #include "sim/cost/expert_parallel.h"
 #include "sim/cost/roofline_group.h"
+#include "sim/hardware/link_efficiency.h"
 
 namespace capsim {
 
@@ -101,8 +102,7 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   kernel_floor_ = c.kernel_floor_s;
 
   // Link: Card::tp_link (NVLink inside its domain, else PCIe, halved without peer-to-peer since
-  // data is staged through host memory). NCCL reaches ~80% of the per-direction link rate.
-  constexpr double kLinkEfficiency = 0.8;
+  // data is staged through host memory), at NCCL's share of it (sim/hardware/link_efficiency.h).
   if (d.tp > 1) {
     const Card::TpLink link = c.tp_link(d.tp);
     link_bandwidth_ = link.bandwidth * kLinkEfficiency;

@@ -46,7 +46,6 @@ class RooflineCost : public StepCost {
 
   // Achieved rates used (for reports and tests).
   double gemm_flops_per_s() const { return gemm_rate_; }
-  double attention_flops_per_s() const { return attention_rate_; }
   double bytes_per_s() const { return bandwidth_; }
   double attention_bytes_per_s() const { return attention_bandwidth_; }
   double link_bytes_per_s() const { return link_bandwidth_; }

@@ -1,11 +1,12 @@
-// `capsim emulate`: the scenario's deployment (the same flags and scenario files as `capsim
-// simulate`) served as an OpenAI-compatible endpoint with the simulated timing.
+// `capsim emulate`: the scenario's deployment (the deployment flags and scenario files of `capsim
+// simulate`; its clients are the workload, so no workload flags) served as an OpenAI-compatible
+// endpoint with the simulated timing.
 #include <cstdlib>
 #include <memory>
 
-#include "sim/cli/scenario_flags.h"
 #include "sim/emulate/emulate.h"
 #include "sim/emulate/server.h"
+#include "sim/flags/scenario_flags.h"
 #include "sim/http/request_guard.h"
 #include "sim/scenario/scenario.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 struct EmulateCommand {
   std::string scenario;
-  cli::ScenarioFlags flags;
+  flags::ScenarioFlags deployment_flags;
   EmulateOptions options;
   std::string served_model;
   double max_body_kib = 4096;
@@ -37,11 +38,14 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
       "answers are filler text; a request without ignore_eos stops after a length drawn from --output-tokens\n"
       "(at most max_tokens); latencies in /metrics are simulated seconds. See docs/emulate.md.");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (its deployment is served; its workload is not sent)");
-  o->flags.add_to(*cmd);
-  // The scenario flags' --time-scale stretches a trace's arrivals; emulate sends no trace, so the
-  // flag takes the emulator's meaning here (read from the command line only).
-  CLI::Option* time_scale = cmd->get_option("--time-scale");
-  time_scale->description("simulated seconds per wall-clock second, 0.001..10000 (default 1 = real time; 10 = ten times faster)");
+  o->deployment_flags.add_deployment_to(*cmd);
+  cmd->get_option("--output-tokens")
+      ->description("length of an answer that stops by itself (a request without ignore_eos): N, uniform:A:B, "
+                    "normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN (default 128)");
+  // Not the scenario's --time-scale (which stretches a trace's arrivals; emulate sends none): a
+  // scenario file's time_scale is not read.
+  cmd->add_option("--time-scale", o->options.time_scale,
+                  "simulated seconds per wall-clock second, 0.001..10000 (default 1 = real time; 10 = ten times faster)");
   cmd->add_option("--host,--bind", o->options.bind, "address to listen on (default 127.0.0.1; 0.0.0.0 for all)");
   cmd->add_option("--port", o->options.port, "TCP port (default 8000; 0 = any free port, printed on start)")
       ->check(CLI::Range(0, 65535));
@@ -58,14 +62,13 @@ void add_emulate_command(CLI::App& app, int& exit_code) {
                   "a host name clients may reach the emulator by (repeatable; IP addresses and localhost always are)");
   cmd->add_option("--served-model-name", o->served_model,
                   "the model name clients send and /v1/models lists (default: --model as given)");
-  cmd->callback([o, time_scale, &exit_code] {
-    scenario::ScenarioSpec spec = o->flags.resolve(o->scenario);
+  cmd->callback([o, &exit_code] {
+    scenario::ScenarioSpec spec = o->deployment_flags.resolve(o->scenario);
     // Only the deployment matters; a scenario without a workload gets a placeholder one so that
     // build_scenario (which insists on a workload) accepts it. It is never run.
     if (!spec.trace && !spec.users && !spec.concurrency && !spec.rate) spec.arrival = "offline";
     scenario::BuiltScenario b = scenario::build_scenario(spec);
     EmulateOptions opts = o->options;
-    opts.time_scale = time_scale->count() ? spec.time_scale : 1.0;
     opts.max_body_bytes = static_cast<std::size_t>(o->max_body_kib * 1024);
     if (opts.guard.auth_token.empty()) {
       if (const char* key = std::getenv("VLLM_API_KEY")) opts.guard.auth_token = key;

@@ -8,9 +8,9 @@
 #include <deque>
 #include <filesystem>
 
-#include "sim/calibration/card_profile.h"
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/hardware/calibration_profile.h"
 
 namespace capsim {
 namespace {

@@ -57,7 +57,6 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-const std::vector<ArchitectureSupport>& architecture_support_table() { return kTable; }
 
 const ArchitectureSupport* architecture_support(std::string_view architecture) {
   const std::string a = lower(architecture);

@@ -55,7 +55,6 @@ struct ArchitectureSupport {
 // The row for a card's architecture; nullptr for an architecture the table lacks (a user's own
 // card file), in which case only the card's dense_peak decides.
 const ArchitectureSupport* architecture_support(std::string_view architecture);
-const std::vector<ArchitectureSupport>& architecture_support_table();
 
 // Why `card` cannot run weights `w` with a KV cache `kv`, naming the kernel and the source;
 // nullopt when it can.

@@ -5,9 +5,9 @@
 #include <optional>
 #include <string>
 
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/hardware/precision.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/lora.h"
 #include "sim/llm/model_spec.h"
 #include "sim/llm/speculative.h"

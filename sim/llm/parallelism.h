@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/hardware/link_efficiency.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
@@ -24,8 +25,6 @@ inline constexpr double kNetworkBandwidth = 50e9;
 // Fixed cost of one send or all-to-all over that network (seconds): what DeepEP's low-latency
 // kernels take beyond their bytes at 40 GB/s, EP16-EP256, 5-23 us (docs/cost-model.md#expert-parallel).
 inline constexpr double kNetworkLatencyS = 10e-6;
-// Achieved share of a link's per-direction rate by NCCL / DeepEP transfers (as the all-reduce).
-inline constexpr double kLinkEfficiency = 0.8;
 
 struct GpuLink {
   enum class Kind { kSame, kNvlink, kPcieP2p, kPcieHost, kNetwork } kind = Kind::kSame;

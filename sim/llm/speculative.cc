@@ -145,11 +145,6 @@ double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target
   return std::max(0.0, layers - experts) / tp + experts / std::max(1, on_gpu.moe_shard) + projection;
 }
 
-std::int64_t proposer_kv_layers(const SpeculativeConfig& c, const ModelSpec& target) {
-  const std::optional<ModelSpec> p = proposer_model(c, target);
-  return p ? p->layers : 0;
-}
-
 void validate_speculative(const SpeculativeConfig& c, const std::string& where) {
   const SpeculativeMethod& m = find_speculative_method(c.method, where + ".method");
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 16) {

@@ -93,9 +93,6 @@ struct TargetWeightLayout {
 //    (2 x hidden -> hidden) and its two norms, a plain 16-bit nn.Linear whole on every GPU
 //    (vLLM deepseek_mtp.py DeepSeekMultiTokenPredictorLayer).
 double proposer_weight_bytes(const SpeculativeConfig& c, const ModelSpec& target, const TargetWeightLayout& on_gpu);
-// The proposer's layers that keep a KV cache in the target's blocks (vLLM allocates the draft's
-// KV layers in the same pool with the same block table).
-std::int64_t proposer_kv_layers(const SpeculativeConfig& c, const ModelSpec& target);
 
 // Throws capsim::Error naming `where` for a bad config: unknown method, k outside 1..16,
 // acceptance outside (0, 1] or of the wrong length, a draft_model without its model.

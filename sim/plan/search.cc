@@ -13,7 +13,7 @@
 #include <thread>
 #include <ctime>
 
-#include "sim/scenario/simulate_report.h"
+#include "sim/scenario/slo_value.h"
 #include "sim/core/allocator_tuning.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"

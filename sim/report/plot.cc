@@ -19,7 +19,6 @@
 #include <sstream>
 
 #include "sim/core/error.h"
-#include "sim/report/json_output.h"
 
 extern char** environ;
 
@@ -357,10 +356,6 @@ std::string chart_bytes(const Chart& chart, const std::string& path, const std::
   check_plot_path(path, flag);
   const std::string ext = extension(path);
   return run_script(terminal_for(ext, 900, 520), gnuplot_script(chart), flag, ext);
-}
-
-void write_chart(const Chart& chart, const std::string& path, const std::string& flag) {
-  write_text_file(path, chart_bytes(chart, path, flag), flag);
 }
 
 }  // namespace capsim::plot

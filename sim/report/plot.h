@@ -65,8 +65,7 @@ std::string render_svg(const Chart& chart, const std::string& id_prefix, const s
 // call before long work so a bad --plot fails at once. Throws capsim::Error (`flag`).
 void check_plot_path(const std::string& path, const std::string& flag);
 // The bytes of `chart` as the file `path` asks for (.svg with the svg terminal, .png with
-// pngcairo), to write with write_text_file; write_chart does both.
+// pngcairo), to write with write_text_file.
 std::string chart_bytes(const Chart& chart, const std::string& path, const std::string& flag);
-void write_chart(const Chart& chart, const std::string& path, const std::string& flag);
 
 }  // namespace capsim::plot

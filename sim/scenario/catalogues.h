@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/hardware/kv_link.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 
 namespace capsim::scenario {

@@ -20,14 +20,14 @@
 #include "sim/plan/search.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
-#include "sim/scenario/capacity_answer.h"
+#include "sim/answers/capacity_answer.h"
 #include "sim/scenario/catalogues.h"
-#include "sim/scenario/compare_answer.h"
-#include "sim/scenario/fit_answer.h"
-#include "sim/scenario/listings.h"
-#include "sim/scenario/plan_answer.h"
+#include "sim/answers/compare_answer.h"
+#include "sim/answers/fit_answer.h"
+#include "sim/answers/listings.h"
+#include "sim/answers/plan_answer.h"
 #include "sim/scenario/scenario.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 namespace capsim::server {
 namespace {
@@ -320,7 +320,7 @@ void catalogue_cards(const std::string& list, const std::string& field) {
 }
 
 // The card of each group of a compare deployment ("4x rtx-4090 + 1x h100-sxm tp2"): the word
-// after the count, where parse_deployment_groups (sim/scenario/compare_answer.h) looks it up.
+// after the count, where parse_deployment_groups (sim/answers/compare_answer.h) looks it up.
 void deployment_cards(const std::string& text, const std::string& field) {
   std::stringstream parts(text);
   for (std::string part; std::getline(parts, part, '+');) {

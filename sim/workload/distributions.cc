@@ -175,27 +175,6 @@ Distribution Distribution::parse(const std::string& text, Unit unit, const std::
   return d;
 }
 
-Distribution Distribution::from_yaml(const YAML::Node& node, Unit unit, const std::string& where) {
-  if (!node) throw Error(where + ": missing");
-  if (node.IsScalar()) return parse(node.Scalar(), unit, where);
-  if (!node.IsMap() || !node["dist"]) {
-    throw Error(where + ": expected a value or {dist: ..., ...}; " + kAccepted);
-  }
-  const std::string k = yaml_scalar(node["dist"], where + ".dist");
-  const auto field = [&](const char* f) {
-    if (!node[f]) throw Error(where + "." + f + ": missing (" + k + " needs it)");
-    return yaml_scalar(node[f], where + "." + f);
-  };
-  if (k == "fixed") return parse("fixed:" + field("value"), unit, where);
-  if (k == "uniform") return parse("uniform:" + field("min") + ":" + field("max"), unit, where);
-  if (k == "normal") return parse("normal:" + field("mean") + ":" + field("sd"), unit, where);
-  if (k == "lognormal") return parse("lognormal:" + field("mean") + ":" + field("p99"), unit, where);
-  if (k == "exponential") return parse("exponential:" + field("mean"), unit, where);
-  if (k == "geometric") return parse("geometric:" + field("mean"), unit, where);
-  if (k == "empirical") return parse("empirical:" + field("file") + ":" + field("column"), unit, where);
-  throw Error(where + ".dist: unknown distribution '" + k + "'; " + kAccepted);
-}
-
 double Distribution::sample(Rng& rng) const {
   double v = 0;
   switch (kind_) {

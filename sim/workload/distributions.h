@@ -1,16 +1,15 @@
 // Distributions of token counts and times used by workloads: fixed, uniform, normal,
 // lognormal (by mean and p99), exponential, geometric, and empirical (a CSV column).
 //
-// Written as YAML ({dist: lognormal, mean: 150, p99: 1200}) or as a compact flag string
-// ("512", "uniform:100:1000", "normal:500:50", "lognormal:150:1200", "exponential:20s",
-// "geometric:5", "empirical:FILE.csv:COLUMN"). Times carry units ("20s", "500ms").
+// Written as a compact flag string ("512", "uniform:100:1000", "normal:500:50",
+// "lognormal:150:1200", "exponential:20s", "geometric:5", "empirical:FILE.csv:COLUMN"). Times
+// carry units ("20s", "500ms"). A scenario file's YAML form ({dist: lognormal, mean: 150,
+// p99: 1200}) becomes that string in sim/scenario/scenario.cc (dist_text).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "sim/core/rng.h"
 
@@ -23,7 +22,6 @@ class Distribution {
 
   // Parses a flag string; `where` names the flag or file:field in errors.
   static Distribution parse(const std::string& text, Unit unit, const std::string& where);
-  static Distribution from_yaml(const YAML::Node& node, Unit unit, const std::string& where);
   static Distribution fixed(double v, Unit unit);
 
   // A draw. Token counts and counts are rounded and at least 1; times are >= 0 seconds.

@@ -11,17 +11,13 @@
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/catalogues.h"
 
 using namespace capsim;
 
 namespace {
 
-const std::string kData = CAPSIM_DATA_DIR;
-
-const CardCatalogue& catalogue() {
-  static const CardCatalogue c = CardCatalogue::load_dir(kData + "/calibration/cards");
-  return c;
-}
+constexpr auto& catalogue = capsim_test::card_catalogue;
 
 // A cost whose batch of n takes n x `item_s` (pure compute) plus `overhead_s`.
 BatchCost linear_cost(double item_s, double overhead_s) {
@@ -55,8 +51,7 @@ TEST_CASE("batch-serve: one batch's time is the roofline 2-norm plus the overhea
 }
 
 TEST_CASE("batch-serve: BERT-base FLOPs and bytes per item, by hand", "[batchserve]") {
-  const ModelCatalogue models = ModelCatalogue::load_dir(kData + "/models");
-  const ModelSpec bert = models.find("bert-base-uncased");
+  const ModelSpec bert = capsim_test::model_catalogue().find("bert-base-uncased");
   // Per layer: attention 4 x 768^2 + 4 x 768 biases = 2,362,368; MLP 2 x 768 x 3072 + 3072 +
   // 768 = 4,722,432; 12 layers: 85,017,600 matmul parameters.
   // FLOPs at 128 tokens: 2 x 85,017,600 x 128 = 21,764,505,600 plus attention

@@ -12,10 +12,10 @@
 #include "sim/calibration/card_profile.h"
 #include "sim/core/error.h"
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "tests/support/temp_dir.h"
 

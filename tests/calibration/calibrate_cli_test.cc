@@ -13,10 +13,10 @@
 #include <string>
 
 #include "sim/calibration/card_profile.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "tests/calibration/synthetic.h"
 #include "tests/support/temp_dir.h"

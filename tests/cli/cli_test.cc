@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "sim/hardware/card.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/catalogues.h"
 #include "tests/support/skip.h"
+#include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_BINARY
 #error "CAPSIM_BINARY must name the built capsim executable (the build defines it)"
@@ -74,11 +75,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-const capsim::CardCatalogue& cards() {
-  static const capsim::CardCatalogue c =
-      capsim::CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
+constexpr auto& cards = capsim_test::card_catalogue;
 
 }  // namespace
 

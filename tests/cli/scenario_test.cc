@@ -1,7 +1,7 @@
-// Scenario flags and SLO strings (sim/cli/scenario_flags.h over sim/scenario/scenario.h): SLOs
+// Scenario flags and SLO strings (sim/flags/scenario_flags.h over sim/scenario/scenario.h): SLOs
 // written as people write them, and command-line flags over a scenario file, where a new card
 // brings its own defaults.
-#include "sim/cli/scenario_flags.h"
+#include "sim/flags/scenario_flags.h"
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -12,7 +12,7 @@
 namespace {
 
 using capsim::scenario::parse_slo_expression;
-using capsim::cli::ScenarioFlags;
+using capsim::flags::ScenarioFlags;
 using capsim::scenario::ScenarioSpec;
 
 const std::string kChatbot = std::string(CAPSIM_DATA_DIR) + "/workloads/chatbot-500-users.yaml";

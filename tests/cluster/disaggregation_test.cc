@@ -8,6 +8,7 @@
 #include "sim/cluster/disaggregation.h"
 #include "sim/cluster/simulation.h"
 #include "sim/core/error.h"
+#include "sim/hardware/link_efficiency.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/deployment_spec.h"
 #include "sim/scenario/scenario.h"
@@ -65,32 +66,35 @@ TEST_CASE("disaggregation: KV bytes of a prompt and its transfer time", "[pd]") 
   CHECK(kv_transfer_bytes(llama8b("fp8"), 2000) == Approx(131'072'000.0));
 
   const KvLink& ib = kv_links().find("ib-ndr-400");
-  // 400 Gb/s = 50 GB/s per GPU, 50 us per transfer: 262.144e6 / 50e9 = 5.24288 ms + 0.05 ms.
+  // 400 Gb/s = 50 GB/s per GPU, of which a transfer gets kLinkEfficiency 0.8 (the TP all-reduce's
+  // share, sim/hardware/link_efficiency.h): 40 GB/s; 50 us per transfer:
+  // 262.144e6 / 40e9 = 6.5536 ms + 0.05 ms.
+  CHECK(kLinkEfficiency == 0.8);
   CHECK(ib.bandwidth_bytes_per_s == Approx(50e9));
-  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 1, 1) == Approx(5.29288e-3));
-  // TP 2 to TP 2: each GPU sends its half over its own NIC: 2.62144 ms + 0.05 ms.
-  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 2, 2) == Approx(2.67144e-3));
+  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 1, 1) == Approx(6.6036e-3));
+  // TP 2 to TP 2: each GPU sends its half over its own NIC: 3.2768 ms + 0.05 ms.
+  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 2, 2) == Approx(3.3268e-3));
   // TP 4 to TP 1: the single decode GPU receives at one link's rate.
-  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 4, 1) == Approx(5.29288e-3));
-  // PCIe 4.0 x16: 31.5 GB/s: 8.32203 ms + 0.05 ms.
-  CHECK(kv_transfer_seconds(kv_links().find("pcie-gen4-x16"), 262'144'000.0, 1, 1) == Approx(8.37203e-3).epsilon(1e-5));
+  CHECK(kv_transfer_seconds(ib, 262'144'000.0, 4, 1) == Approx(6.6036e-3));
+  // PCIe 4.0 x16: 31.5 GB/s x 0.8 = 25.2 GB/s: 10.40254 ms + 0.05 ms.
+  CHECK(kv_transfer_seconds(kv_links().find("pcie-gen4-x16"), 262'144'000.0, 1, 1) == Approx(10.45254e-3).epsilon(1e-5));
 }
 
 TEST_CASE("disaggregation: the transfer sits on the first token's path, and only there", "[pd]") {
   // One request on idle pools: the decode engine receives it later by exactly the difference
   // of the two transfers, and starts its step at once, so TTFT moves by that difference:
-  //   PCIe 4.0: 262.144e6 / 31.5e9 + 50 us = 8.372032 ms
-  //   NVLink (H100, 450 GB/s each way): 262.144e6 / 450e9 + 20 us = 0.602542 ms
-  //   difference 7.769490 ms.
+  //   PCIe 4.0: 262.144e6 / (31.5e9 x 0.8) + 50 us = 10.452540 ms
+  //   NVLink (H100, 450 GB/s each way): 262.144e6 / (450e9 x 0.8) + 20 us = 0.748178 ms
+  //   difference 9.704362 ms.
   const SimulationResult slow = run(pd_spec("pcie-gen4-x16", 2000, 10));
   const SimulationResult fast = run(pd_spec("nvlink-h100", 2000, 10));
   REQUIRE(slow.completed == 1);
   REQUIRE(fast.completed == 1);
-  CHECK(slow.ttft.mean - fast.ttft.mean == Approx(7.769490e-3).margin(2e-9));
+  CHECK(slow.ttft.mean - fast.ttft.mean == Approx(9.704362e-3).margin(2e-9));
   // The decode steps after the first token are the same on both.
   CHECK(slow.tpot.mean == Approx(fast.tpot.mean).margin(1e-12));
   REQUIRE(slow.pd);
-  CHECK(slow.pd->kv_transfer.mean == Approx(8.372032e-3).epsilon(1e-6));
+  CHECK(slow.pd->kv_transfer.mean == Approx(10.452540e-3).epsilon(1e-6));
   CHECK(slow.pd->mean_kv_bytes == Approx(262'144'000.0));
   CHECK(slow.pd->prefill_replicas == 1);
   // The handoff (request -> decode engine) holds the prefill, the return to the proxy, the

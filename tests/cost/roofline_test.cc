@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "tests/cost/breakdown_groups.h"
+#include "tests/support/catalogues.h"
 #include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -26,20 +27,9 @@ namespace {
 
 using namespace capsim;
 
-const CardCatalogue& cards() {
-  static const CardCatalogue c =
-      CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
-const ModelCatalogue& models() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
-  return m;
-}
-const EngineProfile& vllm() {
-  static const EngineCatalogue e =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  return e.find("vllm");
-}
+constexpr auto& cards = capsim_test::card_catalogue;
+constexpr auto& models = capsim_test::model_catalogue;
+const EngineProfile& vllm() { return capsim_test::engine_profile("vllm"); }
 
 Deployment deploy(const std::string& model, const std::string& card, int tp = 1,
                   Precision weights = Precision::kBf16, Precision kv = Precision::kBf16) {
@@ -496,10 +486,8 @@ TEST_CASE("roofline: a card's attention_bandwidth rates the KV reads apart from 
 //   FLOPs: 4 x (64 / 8 = 8 heads per GPU) x 128 x 524,288 x 80 = 171,798,691,840.
 TEST_CASE("roofline: TensorRT-LLM decode attention reads each KV head once per step at TP8 (XQA)",
           "[cost][roofline][attention]") {
-  static const EngineCatalogue engines =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
   Deployment d8 = deploy("llama-3.1-70b", "h100-sxm", 8);
-  d8.engine = engines.find("tensorrt-llm");
+  d8.engine = capsim_test::engine_profile("tensorrt-llm");
   d8.limits = default_limits(d8.card, d8.engine);
   d8.validate();
   const RooflineCost cost8(d8);

@@ -22,15 +22,16 @@
 
 #include "sim/core/time.h"
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/cost/step_cost.h"
 #include "sim/engine/policies.h"
 #include "sim/engine/replica.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 #include "sim/workload/request.h"
 #include "sim/workload/workload.h"
+#include "tests/support/catalogues.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -42,20 +43,9 @@ inline constexpr SimTime kMs = 1'000'000;  // ns
 
 // ---- Catalogues and deployments ----
 
-inline const CardCatalogue& card_catalogue() {
-  static const CardCatalogue c =
-      CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
-inline const ModelCatalogue& model_catalogue() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
-  return m;
-}
-inline const EngineCatalogue& engine_catalogue() {
-  static const EngineCatalogue e =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  return e;
-}
+using capsim_test::card_catalogue;
+using capsim_test::engine_catalogue;
+using capsim_test::model_catalogue;
 
 // The engine profile without its request path (no front end, no return delay, synchronous
 // scheduling): what the scheduler and KV tests work by hand. Request-path tests use the

@@ -14,6 +14,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/precision.h"
+#include "tests/support/catalogues.h"
 #include "tests/support/temp_dir.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -29,10 +30,7 @@ using capsim::Precision;
 const std::string kCards = std::string(CAPSIM_DATA_DIR) + "/calibration/cards";
 constexpr double kGiB = 1073741824.0;  // 2^30
 
-const CardCatalogue& catalogue() {
-  static const CardCatalogue c = CardCatalogue::load_dir(kCards);
-  return c;
-}
+constexpr auto& catalogue = capsim_test::card_catalogue;
 
 template <typename F>
 std::string error_of(F&& f) {

@@ -7,22 +7,20 @@
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/cost/engine_profile.h"
 #include "sim/llm/deployment.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/catalogues.h"
 
 namespace {
 
 using namespace capsim;
 
-const CardCatalogue& cards() {
-  static const CardCatalogue c = CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
+constexpr auto& cards = capsim_test::card_catalogue;
 
 Deployment deploy(const std::string& card, Precision w, Precision kv) {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
-  static const EngineCatalogue e = EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
+  const ModelCatalogue& m = capsim_test::model_catalogue();
+  const EngineCatalogue& e = capsim_test::engine_catalogue();
   Deployment d;
   d.model = m.find("mistral-7b");
   d.card = cards().find(card);

@@ -11,11 +11,12 @@
 #include <cmath>
 #include <string>
 
-#include "sim/cost/engine_profile.h"
+#include "sim/core/error.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
-#include "sim/core/error.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/catalogues.h"
 
 #ifndef CAPSIM_DATA_DIR
 #error "CAPSIM_DATA_DIR must name the repository root (the build defines it)"
@@ -27,20 +28,9 @@ using namespace capsim;
 
 constexpr double kGiB = 1073741824.0;  // 2^30
 
-const CardCatalogue& cards() {
-  static const CardCatalogue c =
-      CardCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/cards");
-  return c;
-}
-const ModelCatalogue& models() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
-  return m;
-}
-const EngineProfile& vllm() {
-  static const EngineCatalogue e =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  return e.find("vllm");
-}
+constexpr auto& cards = capsim_test::card_catalogue;
+constexpr auto& models = capsim_test::model_catalogue;
+const EngineProfile& vllm() { return capsim_test::engine_profile("vllm"); }
 
 Deployment deploy(const std::string& model, const std::string& card, int tp = 1,
                   Precision weights = Precision::kBf16, Precision kv = Precision::kBf16) {
@@ -368,9 +358,7 @@ TEST_CASE("memory: TensorRT-LLM's decoder buffers for max_num_seqs x vocab come 
   // calibration/engines/tensorrt-llm.yaml: memory.decoder_per_sequence_vocab 19.9 B per slot per
   // vocabulary entry (NVIDIA/TensorRT-LLM issue #1188 log: 5.76 GiB for 2048 slots x 151,936),
   // runtime 1.0 GiB, gpu_memory_utilization 0.9, block size 64.
-  static const EngineCatalogue engines =
-      EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  const EngineProfile& trt = engines.find("tensorrt-llm");
+  const EngineProfile& trt = capsim_test::engine_profile("tensorrt-llm");
   REQUIRE(trt.decoder_bytes_per_seq_vocab == 19.9);
   CHECK(vllm().decoder_bytes_per_seq_vocab == 0);  // vLLM's sampler is in the activation peak
 

@@ -18,6 +18,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/precision.h"
+#include "tests/support/catalogues.h"
 #include "tests/support/skip.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -32,10 +33,7 @@ using capsim::Precision;
 
 const std::string kModels = std::string(CAPSIM_DATA_DIR) + "/models";
 
-const ModelCatalogue& catalogue() {
-  static const ModelCatalogue c = ModelCatalogue::load_dir(kModels);
-  return c;
-}
+constexpr auto& catalogue = capsim_test::model_catalogue;
 
 template <typename F>
 std::string error_of(F&& f) {

@@ -15,22 +15,15 @@
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/catalogues.h"
 
 using namespace capsim;
 
 namespace {
 
-const std::string kData = CAPSIM_DATA_DIR;
+constexpr auto& catalogue = capsim_test::card_catalogue;
 
-const CardCatalogue& catalogue() {
-  static const CardCatalogue c = CardCatalogue::load_dir(kData + "/calibration/cards");
-  return c;
-}
-
-ModelSpec model(const std::string& name) {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(kData + "/models");
-  return m.find(name);
-}
+ModelSpec model(const std::string& name) { return capsim_test::model_catalogue().find(name); }
 
 std::string message_of(const std::function<void()>& f) {
   try {

@@ -13,6 +13,7 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
+#include "tests/support/catalogues.h"
 #include "tests/support/temp_dir.h"
 
 using namespace capsim;
@@ -22,10 +23,7 @@ namespace {
 const std::string kData = CAPSIM_DATA_DIR;
 const std::string kPrices = kData + "/calibration/prices.yaml";
 
-const CardCatalogue& catalogue() {
-  static const CardCatalogue c = CardCatalogue::load_dir(kData + "/calibration/cards");
-  return c;
-}
+constexpr auto& catalogue = capsim_test::card_catalogue;
 
 // A price file in a fresh temporary folder, removed at the end of the test.
 class TempPrices {

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/plan/search.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The config to launch (sim/scenario/launch_command.h): the `vllm serve` line carries the
+// The config to launch (sim/answers/launch_command.h): the `vllm serve` line carries the
 // engine flags the simulation assumed, every flag name is one vLLM documents (the cited list in
 // calibration/launch/vllm-serve-flags.yaml), and the TensorRT-LLM profile gets trtllm-serve's.
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/deployment_spec.h"
-#include "sim/scenario/launch_command.h"
+#include "sim/answers/launch_command.h"
 
 namespace {
 

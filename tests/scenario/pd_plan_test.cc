@@ -1,11 +1,11 @@
-// plan --pd-search (sim/scenario/pd_plan_answer.h): the prefill:decode split of a disaggregated
+// plan --pd-search (sim/answers/pd_plan_answer.h): the prefill:decode split of a disaggregated
 // deployment, why each split misses, and the aggregated deployment it is weighed against.
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "sim/core/error.h"
-#include "sim/scenario/pd_plan_answer.h"
+#include "sim/answers/pd_plan_answer.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "sim/cost/engine_profile.h"
 #include "sim/hardware/card.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
 
 #ifndef CAPSIM_DATA_DIR
@@ -24,10 +24,11 @@ inline const capsim::ModelCatalogue& model_catalogue() {
       capsim::ModelCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/models");
   return m;
 }
-inline const capsim::EngineProfile& engine_profile(const std::string& name) {
+inline const capsim::EngineCatalogue& engine_catalogue() {
   static const capsim::EngineCatalogue e =
       capsim::EngineCatalogue::load_dir(std::string(CAPSIM_DATA_DIR) + "/calibration/engines");
-  return e.find(name);
+  return e;
 }
+inline const capsim::EngineProfile& engine_profile(const std::string& name) { return engine_catalogue().find(name); }
 
 }  // namespace capsim_test

@@ -1,4 +1,4 @@
-#include "sim/scenario/fit_answer.h"
+#include "sim/answers/fit_answer.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "sim/scenario/pd_plan_answer.h"
+#include "sim/answers/pd_plan_answer.h"
 
 #include <algorithm>
 #include <sstream>
@@ -8,7 +8,7 @@
 #include "sim/plan/prices.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
-#include "sim/scenario/launch_command.h"
+#include "sim/answers/launch_command.h"
 
 namespace capsim::scenario {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/scenario/capacity_answer.h"
+#include "sim/answers/capacity_answer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 #include "sim/plan/search.h"
 
@@ -9,13 +9,6 @@
 
 namespace capsim::scenario {
 namespace {
-
-const Percentiles& metric(const std::string& name, const SimulationResult& r) {
-  if (name == "ttft") return r.ttft;
-  if (name == "tpot") return r.tpot;
-  if (name == "itl") return r.itl;
-  return r.e2el;
-}
 
 void add_metric(nlohmann::json& j, const std::string& name, const Percentiles& p) {
   j["mean_" + name + "_ms"] = p.mean * 1e3;
@@ -133,16 +126,6 @@ std::vector<std::string> slo_row(const SloSpec& slo, const SimulationResult& r) 
                                 units::format_time(sd.high) + ")"
                           : "-",
           plan::decision_name(sd.decision)};
-}
-
-double slo_value(const SloSpec& slo, const SimulationResult& r) {
-  const Percentiles& p = metric(slo.metric, r);
-  if (p.count == 0) return std::nan("");
-  if (slo.statistic == "mean") return p.mean;
-  if (slo.statistic == "p50") return p.median;
-  if (slo.statistic == "p90") return p.p90;
-  if (slo.statistic == "p95") return p.p95;
-  return p.p99;
 }
 
 std::string bounded_memory_note() {

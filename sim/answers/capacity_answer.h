@@ -38,7 +38,6 @@ struct CapacityAnswer {
   nlohmann::json json;                     // exactly what `capsim capacity --json -` prints
   std::string text;                        // the readable report
   TextTable table{{}};
-  bool found_capacity() const { return found.capacity > 0; }
 };
 
 // `phase` names the stage ("search", "curve"); (done, total) counts simulations of the curve.

@@ -1,4 +1,4 @@
-#include "sim/scenario/launch_command.h"
+#include "sim/answers/launch_command.h"
 
 #include <cctype>
 #include <filesystem>

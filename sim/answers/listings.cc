@@ -1,4 +1,4 @@
-#include "sim/scenario/listings.h"
+#include "sim/answers/listings.h"
 
 #include "sim/cluster/disaggregation.h"
 #include "sim/scenario/catalogues.h"

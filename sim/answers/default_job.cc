@@ -1,4 +1,4 @@
-#include "sim/scenario/default_job.h"
+#include "sim/answers/default_job.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/simulate_report.h"
 
 namespace capsim::scenario {
 namespace {

@@ -1,5 +1,7 @@
-// The scenario flags of simulate, plan, capacity and compare: each flag given on the command line
-// overrides the scenario file's field (the merge itself is the scenario API's).
+// The scenario flags of simulate, plan, capacity and compare, and the deployment share of them
+// that emulate takes: each flag given on the command line overrides the scenario file's field (the
+// merge itself is the scenario API's). A layer below the front ends (docs/design.md), so that a
+// front end takes the flags without linking another front end.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,18 +10,27 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cli/common.h"
+#include "sim/scenario/scenario.h"
 
-namespace capsim::cli {
+namespace capsim::flags {
+
+using scenario::ScenarioSpec;
 
 class ScenarioFlags {
  public:
   // `with_deployment` false leaves out --card, --tp, --weights and --kv-cache (plan takes lists).
   void add_to(CLI::App& cmd, bool with_deployment = true);
+  // Only what shapes a served deployment (emulate, whose clients are the workload): the model,
+  // cards, engine flags, replicas, pools, router, scheduler, prefix caching, --output-tokens (the
+  // length of an answer that stops by itself) and --seed. No workload (--rate, --requests,
+  // --trace, --users, ...), no --time-scale, no --slo.
+  void add_deployment_to(CLI::App& cmd);
   // The file's spec (if `file` is non-empty) with every flag that was given applied on top.
   ScenarioSpec resolve(const std::string& file) const;
 
  private:
+  void add(CLI::App& cmd, bool with_deployment, bool with_workload);
+
   ScenarioSpec cli_;
   std::vector<std::pair<CLI::Option*, std::function<void(ScenarioSpec&, const ScenarioSpec&)>>> setters_;
   std::vector<std::string> slo_texts_;
@@ -35,4 +46,4 @@ class ScenarioFlags {
   CLI::Option* decode_option_ = nullptr;
 };
 
-}  // namespace capsim::cli
+}  // namespace capsim::flags

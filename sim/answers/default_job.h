@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/scenario/plan_answer.h"
+#include "sim/answers/plan_answer.h"
 #include "sim/scenario/scenario.h"
 
 namespace capsim::scenario {

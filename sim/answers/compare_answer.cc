@@ -1,4 +1,4 @@
-#include "sim/scenario/compare_answer.h"
+#include "sim/answers/compare_answer.h"
 
 #include <algorithm>
 #include <charconv>
@@ -16,8 +16,8 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
-#include "sim/scenario/launch_command.h"
-#include "sim/scenario/simulate_report.h"
+#include "sim/answers/launch_command.h"
+#include "sim/answers/simulate_report.h"
 
 namespace capsim::scenario {
 

@@ -9,6 +9,7 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/scenario.h"
+#include "sim/scenario/slo_value.h"
 
 namespace capsim::scenario {
 
@@ -41,8 +42,6 @@ struct ReplicationsTable {
   std::vector<std::string> why;
 };
 ReplicationsTable replications_table(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
-// The value of an SLO's statistic in a result, seconds (NaN when there is no sample).
-double slo_value(const SloSpec& slo, const SimulationResult& r);
 
 // One SLO's row as the text report and the HTML page both show it: the SLO, its bound, the
 // measured window, the steady state with its 95% interval, and decide_slo's verdict.

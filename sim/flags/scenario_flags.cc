@@ -1,11 +1,20 @@
-#include "sim/cli/scenario_flags.h"
+#include "sim/flags/scenario_flags.h"
 
 #include "sim/core/error.h"
-#include "sim/scenario/compare_answer.h"
+#include "sim/answers/compare_answer.h"
+#include "sim/scenario/deployment_spec.h"
 
-namespace capsim::cli {
+namespace capsim::flags {
 
-void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
+using scenario::DeploymentSpec;
+using scenario::load_scenario_file;
+using scenario::parse_slo_expression;
+
+void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) { add(cmd, with_deployment, true); }
+
+void ScenarioFlags::add_deployment_to(CLI::App& cmd) { add(cmd, true, false); }
+
+void ScenarioFlags::add(CLI::App& cmd, bool with_deployment, bool with_workload) {
   const auto bind = [&](auto member, const std::string& names, const std::string& help) {
     CLI::Option* o = cmd.add_option(names, cli_.*member, help);
     setters_.emplace_back(o, [member](ScenarioSpec& dst, const ScenarioSpec& src) { dst.*member = src.*member; });
@@ -70,8 +79,10 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind_dep(&DeploymentSpec::lora_rank, "--lora-rank", "the adapters' own rank r (default: max-lora-rank)")->check(CLI::Range(1, 512));
   bind_dep(&DeploymentSpec::lora_target_modules, "--lora-target-modules",
            "layers the adapters train, comma-separated (default q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)");
-  bind(&ScenarioSpec::lora_adapters, "--lora-adapters", "distinct adapters the requests name (0 = base model only)")->check(CLI::Range(0, 1'000'000));
-  bind(&ScenarioSpec::lora_distribution, "--lora-distribution", "how requests pick adapters: uniform (default) or zipf:S");
+  if (with_workload) {
+    bind(&ScenarioSpec::lora_adapters, "--lora-adapters", "distinct adapters the requests name (0 = base model only)")->check(CLI::Range(0, 1'000'000));
+    bind(&ScenarioSpec::lora_distribution, "--lora-distribution", "how requests pick adapters: uniform (default) or zipf:S");
+  }
   if (with_deployment) {
     bind(&ScenarioSpec::replicas, "--replicas", "replicas behind the router (default 1)")->check(CLI::Range(1, 100000));
   }
@@ -88,31 +99,37 @@ void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) {
   bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
   bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
   bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
-  bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
-  bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");
-  bind(&ScenarioSpec::warmup, "--warmup", "requests arriving before this are not measured (e.g. 5min)");
-  bind(&ScenarioSpec::request_timeout, "--request-timeout",
-       "the client gives up on a request this long after sending it (e.g. 300s, aiohttp's default): "
-       "the engine aborts it, it counts as failed (default: clients wait)");
-  bind(&ScenarioSpec::input_tokens, "--input-tokens", "prompt length: N, uniform:A:B, normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN");
+  if (with_workload) {
+    bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
+    bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");
+    bind(&ScenarioSpec::warmup, "--warmup", "requests arriving before this are not measured (e.g. 5min)");
+    bind(&ScenarioSpec::request_timeout, "--request-timeout",
+         "the client gives up on a request this long after sending it (e.g. 300s, aiohttp's default): "
+         "the engine aborts it, it counts as failed (default: clients wait)");
+    bind(&ScenarioSpec::input_tokens, "--input-tokens", "prompt length: N, uniform:A:B, normal:M:SD, lognormal:MEAN:P99, empirical:FILE:COLUMN");
+  }
   bind(&ScenarioSpec::output_tokens, "--output-tokens", "output length, same forms (fixed = ignore-EOS benchmark)");
-  bind(&ScenarioSpec::rate, "--rate", "requests/s; stages as 5@10min,10@10min");
-  bind(&ScenarioSpec::arrival, "--arrival", "poisson (default), gamma, constant, offline (all at t=0)");
-  bind(&ScenarioSpec::burstiness, "--burstiness", "gamma shape (vLLM --burstiness; 1 = Poisson)")->check(CLI::PositiveNumber);
-  bind(&ScenarioSpec::concurrency, "--concurrency,--max-concurrency", "fixed number of requests in flight")->check(CLI::Range(1, 10'000'000));
-  bind(&ScenarioSpec::users, "--users", "closed-loop users who read, think and write again")->check(CLI::Range(1, 10'000'000));
-  bind(&ScenarioSpec::think_time, "--think-time", "user think time: 20s, exponential:20s, uniform:5s:30s");
-  bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
-  bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
-  bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
-  bind(&ScenarioSpec::prompts_per_group, "--prompts-per-group",
-       "open loop: a pool of N recurring questions per prefix group, each resent every groups x N requests (inference-perf shared_prefix); 0 = every question unique")
-      ->check(CLI::Range(0, 1'000'000));
-  bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
-  bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
-  bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
+  if (with_workload) {
+    bind(&ScenarioSpec::rate, "--rate", "requests/s; stages as 5@10min,10@10min");
+    bind(&ScenarioSpec::arrival, "--arrival", "poisson (default), gamma, constant, offline (all at t=0)");
+    bind(&ScenarioSpec::burstiness, "--burstiness", "gamma shape (vLLM --burstiness; 1 = Poisson)")->check(CLI::PositiveNumber);
+    bind(&ScenarioSpec::concurrency, "--concurrency,--max-concurrency", "fixed number of requests in flight")->check(CLI::Range(1, 10'000'000));
+    bind(&ScenarioSpec::users, "--users", "closed-loop users who read, think and write again")->check(CLI::Range(1, 10'000'000));
+    bind(&ScenarioSpec::think_time, "--think-time", "user think time: 20s, exponential:20s, uniform:5s:30s");
+    bind(&ScenarioSpec::turns, "--turns", "turns per chat session: 1, geometric:5");
+    bind(&ScenarioSpec::system_prompt_tokens, "--system-prompt-tokens", "shared system prompt length")->check(CLI::Range(0LL, 10'000'000LL));
+    bind(&ScenarioSpec::prefix_groups, "--prefix-groups", "distinct shared system prompts")->check(CLI::Range(1, 1'000'000));
+    bind(&ScenarioSpec::prompts_per_group, "--prompts-per-group",
+         "open loop: a pool of N recurring questions per prefix group, each resent every groups x N requests (inference-perf shared_prefix); 0 = every question unique")
+        ->check(CLI::Range(0, 1'000'000));
+    bind(&ScenarioSpec::trace, "--trace", "replay a trace file (Azure CSV, Mooncake JSONL, BurstGPT CSV, plain CSV)");
+    bind(&ScenarioSpec::trace_format, "--trace-format", "azure, mooncake, burstgpt, csv (default: detected)");
+    bind(&ScenarioSpec::time_scale, "--time-scale", "multiply the trace's inter-arrival gaps (0.5 = twice the rate)")->check(CLI::PositiveNumber);
+  }
   bind(&ScenarioSpec::seed, "--seed", "random seed (same seed, same result)")->check(CLI::NonNegativeNumber);
-  slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
+  if (with_workload) {
+    slo_option_ = cmd.add_option("--slo", slo_texts_, "SLO, repeatable: ttft_p95<=1s, tpot_p99<=100ms, e2el_p90<=20s");
+  }
 }
 
 ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
@@ -160,4 +177,4 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   return s;
 }
 
-}  // namespace capsim::cli
+}  // namespace capsim::flags

@@ -1,4 +1,4 @@
-#include "sim/cost/engine_profile.h"
+#include "sim/llm/engine_profile.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,2 @@
+// Fixture for tests/layering_check.cmake (never compiled): a file in a folder of the cyclic table.
+#pragma once
