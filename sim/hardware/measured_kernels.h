@@ -70,7 +70,8 @@ class MeasuredGemmTable {
 class MeasuredKernels {
  public:
   // Reads every <op>-<dtype>.csv in `dir` (calibration/kernels/<card>/); each file's `card`
-  // must be `card`. Only op `gemm` exists so far. Throws capsim::Error for a bad file or name.
+  // must be `card`. Only the gemm tables are read; the attention, MoE and all-reduce tables are
+  // stored for the cost model's next step. Throws capsim::Error for a bad file or name.
   static MeasuredKernels load_dir(const std::string& dir, const std::string& card);
 
   // The GEMM table for linear layers run in precision `p`: fp16 uses the bf16 table (the same
