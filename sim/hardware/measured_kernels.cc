@@ -66,7 +66,8 @@ std::string joined(const std::set<std::string>& names) {
 
 double GemmRoofline::seconds(double m, double n, double k) const {
   const double compute = 2.0 * m * n * k / flops_per_s;
-  const double memory = (n * k * weight_bytes + (m * k + m * n) * activation_bytes) / bytes_per_s;
+  // The weights and the input activations, as the cost model counts a linear layer's bytes.
+  const double memory = (n * k * weight_bytes + m * k * activation_bytes) / bytes_per_s;
   return std::max(std::hypot(compute, memory), kernel_floor_s);
 }
 

@@ -28,7 +28,7 @@ struct GemmRoofline {
   double flops_per_s = 0;       // achieved
   double bytes_per_s = 0;       // achieved
   double weight_bytes = 2;      // per weight element
-  double activation_bytes = 2;  // per input/output element
+  double activation_bytes = 2;  // per input element (the output is not counted, as in the cost model)
   double kernel_floor_s = 0;
   double seconds(double m, double n, double k) const;
 };

@@ -30,23 +30,25 @@ using namespace capsim;
 using capsim::test::group;
 using capsim_test::TempDir;
 
-const std::string kData = CAPSIM_DATA_DIR;
+// A function, not a global std::string: nothing of this file allocates before main (the
+// allocator-tuning test reads the heap as the process starts it).
+std::string data_dir() { return CAPSIM_DATA_DIR; }
 
 const CardCatalogue& cards() {
-  static const CardCatalogue c = CardCatalogue::load_dir(kData + "/calibration/cards");
+  static const CardCatalogue c = CardCatalogue::load_dir(data_dir() + "/calibration/cards");
   return c;
 }
 const ModelCatalogue& models() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(kData + "/models");
+  static const ModelCatalogue m = ModelCatalogue::load_dir(data_dir() + "/models");
   return m;
 }
 const EngineCatalogue& engines() {
-  static const EngineCatalogue e = EngineCatalogue::load_dir(kData + "/calibration/engines");
+  static const EngineCatalogue e = EngineCatalogue::load_dir(data_dir() + "/calibration/engines");
   return e;
 }
 
 const MeasuredGemmTable& h100_bf16() {
-  static const MeasuredGemmTable t = MeasuredGemmTable::load(kData + "/calibration/kernels/h100-sxm/gemm-bf16.csv");
+  static const MeasuredGemmTable t = MeasuredGemmTable::load(data_dir() + "/calibration/kernels/h100-sxm/gemm-bf16.csv");
   return t;
 }
 
