@@ -42,13 +42,15 @@ std::vector<std::string> cells_of(const std::string& line) {
   return out;
 }
 
+// Writes the times of every shape in `in` to `out`; throws before anything is printed when a row
+// is bad (the caller prints `out` only on success).
 void print_shapes(const MeasuredGemmTable& table, const GemmRoofline& roofline, std::istream& in,
-                  const std::string& where) {
+                  const std::string& where, std::ostream& out) {
   std::string line;
   int line_no = 0;
   int col_n = -1, col_k = -1, col_m = -1;
   std::vector<std::string> header;
-  std::cout << "n,k,m,roofline_us,table_us,in_range\n";
+  out << "n,k,m,roofline_us,table_us,in_range\n";
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
@@ -75,7 +77,7 @@ void print_shapes(const MeasuredGemmTable& table, const GemmRoofline& roofline, 
         throw Error(where + ":" + std::to_string(line_no) + ": " + header[c] + " is not a positive number");
       }
     }
-    std::cout << number(v[0]) << ',' << number(v[1]) << ',' << number(v[2]) << ','
+    out << number(v[0]) << ',' << number(v[1]) << ',' << number(v[2]) << ','
               << number(roofline.seconds(v[2], v[0], v[1]) * 1e6) << ','
               << number(table.seconds(v[2], v[0], v[1], roofline) * 1e6) << ','
               << (table.covers(v[2], v[0], v[1]) ? 1 : 0) << '\n';
@@ -121,13 +123,15 @@ int run_kernels(const KernelsOptions& o) {
                 " GEMM table (calibration/kernels/" + card.name + "/gemm-" + o.dtype + ".csv); give --table FILE");
   }
   const GemmRoofline roofline = linear_layer_roofline(card, engine, p);
+  std::ostringstream out;
   if (o.shapes == "-") {
-    print_shapes(*table, roofline, std::cin, "stdin");
+    print_shapes(*table, roofline, std::cin, "stdin", out);
   } else {
     std::ifstream in(o.shapes);
     if (!in) throw Error("--shapes: cannot read " + o.shapes);
-    print_shapes(*table, roofline, in, o.shapes);
+    print_shapes(*table, roofline, in, o.shapes, out);
   }
+  std::cout << out.str();
   return 0;
 }
 
