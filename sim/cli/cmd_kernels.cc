@@ -13,6 +13,7 @@
 #include "sim/core/error.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/hardware/measured_kernels.h"
+#include "sim/report/json_output.h"
 
 namespace capsim::cli {
 namespace {
@@ -23,6 +24,7 @@ struct KernelsOptions {
   std::string dtype = "bf16";
   std::string table;   // a table file instead of the card's own
   std::string shapes;  // CSV with columns n, k, m (others ignored); "-" = stdin
+  std::string json;    // also write JSON here ("-" = stdout only)
 };
 
 std::string number(double v) {
@@ -45,7 +47,7 @@ std::vector<std::string> cells_of(const std::string& line) {
 // Writes the times of every shape in `in` to `out`; throws before anything is printed when a row
 // is bad (the caller prints `out` only on success).
 void print_shapes(const MeasuredGemmTable& table, const GemmRoofline& roofline, std::istream& in,
-                  const std::string& where, std::ostream& out) {
+                  const std::string& where, std::ostream& out, nlohmann::json& rows) {
   std::string line;
   int line_no = 0;
   int col_n = -1, col_k = -1, col_m = -1;
@@ -77,10 +79,13 @@ void print_shapes(const MeasuredGemmTable& table, const GemmRoofline& roofline, 
         throw Error(where + ":" + std::to_string(line_no) + ": " + header[c] + " is not a positive number");
       }
     }
-    out << number(v[0]) << ',' << number(v[1]) << ',' << number(v[2]) << ','
-              << number(roofline.seconds(v[2], v[0], v[1]) * 1e6) << ','
-              << number(table.seconds(v[2], v[0], v[1], roofline) * 1e6) << ','
-              << (table.covers(v[2], v[0], v[1]) ? 1 : 0) << '\n';
+    const double roofline_s = roofline.seconds(v[2], v[0], v[1]);
+    const double table_s = table.seconds(v[2], v[0], v[1], roofline);
+    const bool in_range = table.covers(v[2], v[0], v[1]);
+    out << number(v[0]) << ',' << number(v[1]) << ',' << number(v[2]) << ',' << number(roofline_s * 1e6) << ','
+        << number(table_s * 1e6) << ',' << (in_range ? 1 : 0) << '\n';
+    rows.push_back({{"n", v[0]}, {"k", v[1]}, {"m", v[2]}, {"roofline_seconds", roofline_s},
+                    {"table_seconds", table_s}, {"in_range", in_range}});
   }
 }
 
@@ -101,21 +106,27 @@ int run_kernels(const KernelsOptions& o) {
     table = card.measured_kernels->gemm(p);
   }
   if (o.shapes.empty()) {
-    std::cout << "capsim kernels: " << card.name << " under engine " << engine.name << "\n";
+    std::ostringstream out;
+    nlohmann::json tables = nlohmann::json::array();
+    out << "capsim kernels: " << card.name << " under engine " << engine.name << "\n";
     if (!card.measured_kernels) {
-      std::cout << "  no measured kernel tables (calibration/kernels/" << card.name
-                << "/): its kernels come from the roofline\n";
-      return 0;
+      out << "  no measured kernel tables (calibration/kernels/" << card.name
+          << "/): its kernels come from the roofline\n";
+    } else {
+      out << "  " << card.measured_kernels->describe() << "\n";
+      for (const char* name : {"bf16", "fp8", "nvfp4"}) {
+        const MeasuredGemmTable* t = card.measured_kernels->gemm(parse_precision(name, "--dtype"));
+        if (!t || t->info().dtype != name) continue;
+        const KernelTableInfo& i = t->info();
+        out << "  gemm " << i.dtype << ": " << t->points() << " shapes, " << i.framework << ", kernel " << i.kernel
+            << ", device " << i.device << "\n    " << i.file << "\n    source " << i.source << " (" << i.licence << ")\n";
+        tables.push_back({{"op", i.op}, {"dtype", i.dtype}, {"shapes", t->points()}, {"framework", i.framework},
+                          {"kernel", i.kernel}, {"device", i.device}, {"file", i.file}, {"source", i.source},
+                          {"licence", i.licence}});
+      }
     }
-    std::cout << "  " << card.measured_kernels->describe() << "\n";
-    for (const char* name : {"bf16", "fp8", "nvfp4"}) {
-      const MeasuredGemmTable* t = card.measured_kernels->gemm(parse_precision(name, "--dtype"));
-      if (!t || t->info().dtype != name) continue;
-      const KernelTableInfo& i = t->info();
-      std::cout << "  gemm " << i.dtype << ": " << t->points() << " shapes, " << i.framework << ", kernel "
-                << i.kernel << ", device " << i.device << "\n    " << i.file << "\n    source " << i.source
-                << " (" << i.licence << ")\n";
-    }
+    if (o.json != "-") std::cout << out.str();
+    if (!o.json.empty()) write_json(o.json, {{"card", card.name}, {"engine", engine.name}, {"tables", tables}});
     return 0;
   }
   if (!table) {
@@ -124,14 +135,19 @@ int run_kernels(const KernelsOptions& o) {
   }
   const GemmRoofline roofline = linear_layer_roofline(card, engine, p);
   std::ostringstream out;
+  nlohmann::json rows = nlohmann::json::array();
   if (o.shapes == "-") {
-    print_shapes(*table, roofline, std::cin, "stdin", out);
+    print_shapes(*table, roofline, std::cin, "stdin", out, rows);
   } else {
     std::ifstream in(o.shapes);
     if (!in) throw Error("--shapes: cannot read " + o.shapes);
-    print_shapes(*table, roofline, in, o.shapes, out);
+    print_shapes(*table, roofline, in, o.shapes, out, rows);
   }
-  std::cout << out.str();
+  if (o.json != "-") std::cout << out.str();
+  if (!o.json.empty()) {
+    write_json(o.json, {{"card", card.name}, {"engine", engine.name}, {"dtype", o.dtype},
+                        {"table", table->info().file}, {"shapes", rows}});
+  }
   return 0;
 }
 
@@ -153,6 +169,7 @@ void add_kernels_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--table", opts->table, "a measured GEMM table file to use instead of the card's");
   cmd->add_option("--shapes", opts->shapes,
                   "CSV of GEMM shapes (columns n, k, m; '-' = stdin): prints roofline and table times in us");
+  cmd->add_option("--json", opts->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->callback([opts, &exit_code] { exit_code = run_kernels(*opts); });
 }
 

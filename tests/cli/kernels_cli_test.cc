@@ -18,6 +18,10 @@ TEST_CASE("kernels: a card's tables are listed with their source", "[cli][kernel
   REQUIRE(r.status == 0);
   CHECK(has(r.out, "h200 vllm 0.24.0 GEMM tables (bf16, fp8)"));
   CHECK(has(r.out, "source github.com/ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce"));
+  const auto j = nlohmann::json::parse(run_capsim("kernels --card h200 --json -").out);
+  CHECK(j["tables"][0]["dtype"] == "bf16");
+  CHECK(j["tables"][0]["framework"] == "vllm 0.24.0");
+  CHECK(j["tables"][0]["licence"] == "Apache-2.0");
   const auto none = run_capsim("kernels --card rtx-4090");
   REQUIRE(none.status == 0);
   CHECK(has(none.out, "no measured kernel tables (calibration/kernels/rtx-4090/): its kernels come from the roofline"));
