@@ -37,7 +37,8 @@ int run_roofline(const RooflineOptions& o) {
   for (const auto& g : s.groups) {
     groups.push_back({{"group", g.group}, {"flops", g.flops}, {"bytes", g.bytes},
                       {"compute_s", g.compute_s}, {"memory_s", g.memory_s},
-                      {"seconds", g.seconds}, {"bound", bound_name(g.bound)}});
+                      {"seconds", g.seconds}, {"bound", bound_name(g.bound)},
+                      {"source", g.measured ? "measured" : "roofline"}});
   }
   const double tokens_per_s = static_cast<double>(o.batch) / s.seconds;
   nlohmann::json j = {
@@ -50,7 +51,7 @@ int run_roofline(const RooflineOptions& o) {
       {"communication_seconds", s.communication_s}, {"overhead_seconds", s.overhead_s},
       {"mfu", s.mfu}, {"mbu", s.mbu}, {"decode_tokens_per_s", tokens_per_s},
       {"achieved_flops_per_s", cost.gemm_flops_per_s()},
-      {"achieved_bytes_per_s", cost.bytes_per_s()},
+      {"achieved_bytes_per_s", cost.bytes_per_s()}, {"gemm_source", cost.gemm_source()},
       {"groups", groups}};
   if (d.beyond_tp()) {
     j["pp"] = d.pp;
@@ -70,13 +71,14 @@ int run_roofline(const RooflineOptions& o) {
     std::cout << "  step: " << o.batch << " decode sequences of " << o.context << " tokens";
     if (o.prefill > 0) std::cout << " + a prefill chunk of " << o.prefill << " tokens";
     std::cout << "\n  achieved rates per GPU: " << units::format_rate(cost.gemm_flops_per_s(), "FLOP/s")
-              << " (GEMM), " << units::format_rate(cost.bytes_per_s(), "B/s") << " (memory)\n\n";
+              << " (GEMM), " << units::format_rate(cost.bytes_per_s(), "B/s") << " (memory)\n"
+              << "  linear layers: " << cost.gemm_source() << "\n\n";
     TextTable t({"group", "GFLOP/GPU", "MB/GPU", "compute", "memory", "time", "share", "bound"});
     for (const auto& g : s.groups) {
       t.row({g.group, fmt("%.2f", g.flops / 1e9), fmt("%.1f", g.bytes / 1e6),
              units::format_time(g.compute_s), units::format_time(g.memory_s),
              units::format_time(g.seconds), fmt("%.1f%%", 100 * g.seconds / s.seconds),
-             bound_name(g.bound)});
+             g.measured ? std::string("measured") : std::string(bound_name(g.bound))});
     }
     t.rule();
     t.row({"step", fmt("%.2f", s.flops / 1e9), fmt("%.1f", s.bytes / 1e6), "", "",

@@ -13,6 +13,7 @@ namespace capsim::cli {
 
 void add_fit_command(CLI::App& app, int& exit_code);
 void add_roofline_command(CLI::App& app, int& exit_code);
+void add_kernels_command(CLI::App& app, int& exit_code);
 void add_list_command(CLI::App& app, int& exit_code);
 void add_simulate_command(CLI::App& app, int& exit_code);
 void add_calibrate_command(CLI::App& app, int& exit_code);

@@ -13,6 +13,7 @@
 #include "sim/core/progress.h"
 #include "sim/answers/default_job.h"
 #include "sim/emulate/emulate.h"
+#include "sim/hardware/measured_kernels.h"
 
 // Before anything allocates and before any thread exists (sim/core/allocator_tuning.h): as a
 // constructor of priority 101, ahead of every static constructor of default priority (the
@@ -40,6 +41,10 @@ int main(int argc, char** argv) {
   app.add_option_function<std::string>("--data-dir", [](const std::string& d) { set_data_dir(d); },
                                        "where calibration/, models/ and workloads/ live")
       ->trigger_on_parse();
+  app.add_flag_callback("--measured-kernels", [] { capsim::MeasuredKernels::set_enabled(true); },
+                        "time GEMMs from calibration/kernels/<card>/ where the card has tables "
+                        "(also CAPSIM_MEASURED_KERNELS=1; docs/cost-model.md#measured-kernels)")
+      ->trigger_on_parse();
   int exit_code = 0;
   // The commands in the order `capsim --help` lists them.
   using Adder = void (*)(CLI::App&, int&);
@@ -51,7 +56,8 @@ int main(int argc, char** argv) {
       {"finetune", add_finetune_command}, {"batch-serve", add_batch_serve_command},
       {"check", add_check_command},       {"diff", add_diff_command},
       {"serve", add_serve_command},       {"emulate", capsim::emulate::add_emulate_command},
-      {"sweep", add_sweep_commands},      {"merge", add_sweep_commands}};
+      {"sweep", add_sweep_commands},      {"merge", add_sweep_commands},
+      {"kernels", add_kernels_command}};
   // Building a command's flags costs CLI11 time quadratic in their number (each new option's
   // names are checked against the command's others): ~10 M instructions for all of them, a
   // third of a short run's start-up. A command line that starts with one of the commands (after
@@ -64,7 +70,7 @@ int main(int argc, char** argv) {
       ++i;
       continue;
     }
-    if (a.rfind("--data-dir=", 0) == 0 || a == "--allow-large") continue;
+    if (a.rfind("--data-dir=", 0) == 0 || a == "--allow-large" || a == "--measured-kernels") continue;
     if (!a.empty() && a[0] != '-') named = argv[i];
     break;
   }

@@ -29,6 +29,26 @@ double linear_bytes_per_param(Precision w) { return quantized_weight_bytes(w); }
 
 }  // namespace
 
+double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math) {
+  const double efficiency =
+      math == Precision::kFp8 && c.compute_efficiency_fp8 > 0 ? c.compute_efficiency_fp8 : c.compute_efficiency;
+  return c.peak(math) * std::min(1.0, efficiency * e.compute_efficiency_scale);
+}
+
+double weight_bytes_per_s(const Card& c, const EngineProfile& e) {
+  return c.memory_bandwidth * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
+}
+
+GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p) {
+  GemmRoofline r;
+  r.flops_per_s = gemm_flops_per_s(c, e, p);
+  r.bytes_per_s = weight_bytes_per_s(c, e);
+  r.weight_bytes = linear_bytes_per_param(p);
+  r.activation_bytes = 2.0;
+  r.kernel_floor_s = c.kernel_floor_s;
+  return r;
+}
+
 RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   const ModelSpec& m = d.model;
   tp_ = d.tp;
@@ -77,17 +97,14 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   const EngineProfile& e = d.engine;
   peak_flops_ = c.peak(d.compute_precision());
   peak_bandwidth_ = c.memory_bandwidth;
-  const double gemm_efficiency = d.compute_precision() == Precision::kFp8 && c.compute_efficiency_fp8 > 0
-                                     ? c.compute_efficiency_fp8
-                                     : c.compute_efficiency;
-  gemm_rate_ = peak_flops_ * std::min(1.0, gemm_efficiency * e.compute_efficiency_scale);
+  gemm_rate_ = capsim::gemm_flops_per_s(c, e, d.compute_precision());
   // Attention runs in 16-bit (fp8 KV is dequantised in the kernel), or in fp32 for fp32 models.
   const Precision attention_precision =
       d.compute_precision() == Precision::kFp32 ? Precision::kFp32 : native_half(c);
   attention_rate_ = c.peak(attention_precision) *
                     std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale *
                                       e.attention_compute_scale);
-  bandwidth_ = peak_bandwidth_ * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
+  bandwidth_ = weight_bytes_per_s(c, e);
   // The attention kernels' KV reads are long, contiguous-per-block streams that reach a
   // different share of peak than the weight GEMMs (docs/cost-model.md#attention).
   const double attention_read_efficiency =
@@ -112,6 +129,7 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   }
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;
+  choose_measured_tables(d);
   if (d.expert_parallel && m.is_moe()) {
     ExpertParallelMoe::Rates r;
     r.gemm_flops_per_s = gemm_rate_;
@@ -122,6 +140,79 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
     r.dispatch_kernels = moe_dispatch_kernels_;
     ep_ = std::make_shared<const ExpertParallelMoe>(d, r);
   }
+}
+
+void RooflineCost::choose_measured_tables(const Deployment& d) {
+  const ModelSpec& m = d.model;
+  const double tp = d.tp;
+  // The linear layers as the engine runs them on one GPU: vLLM fuses q, k and v into one GEMM and
+  // gate and up into another; with fewer KV heads than GPUs each GPU keeps a copy of one.
+  const double kv_heads_per_rank = std::max(1.0, static_cast<double>(m.kv_heads) / tp);
+  qkv_shape_ = {(static_cast<double>(m.heads) / tp + 2 * kv_heads_per_rank) * static_cast<double>(m.head_dim), hidden_};
+  o_shape_ = {hidden_, o_params_ / hidden_};
+  const double intermediate = static_cast<double>(m.intermediate) / tp;
+  up_shape_ = {m.gated_mlp ? 2 * intermediate : intermediate, hidden_};
+  down_shape_ = {hidden_, intermediate};
+  lm_head_shape_ = {static_cast<double>(m.vocab) / tp, hidden_};
+  measured_qkv_ = m.attention != AttentionKind::kLatent;
+
+  measured_ = d.card.measured_kernels;
+  const std::string roofline = "roofline (" + d.card.name + " datasheet peak x card-file efficiencies)";
+  if (!measured_) {
+    gemm_source_ = roofline + ": no measured kernel tables for " + d.card.name;
+    return;
+  }
+  if (!MeasuredKernels::enabled()) {
+    gemm_source_ = roofline + ": " + d.card.name +
+                   " has measured GEMM tables, off (capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
+    measured_.reset();
+    return;
+  }
+  // The tables time one serving stack's kernels; another engine's may differ (TensorRT-LLM's
+  // own GEMM plugins), so it keeps the roofline.
+  const MeasuredGemmTable* any = measured_->gemm(Precision::kBf16);
+  const Precision math = d.compute_precision();
+  const MeasuredGemmTable* linear = d.weights == math ? measured_->gemm(math) : nullptr;
+  const MeasuredGemmTable* head = math == Precision::kFp32 ? nullptr : measured_->gemm(native_half(d.card));
+  const MeasuredGemmTable* shown = linear ? linear : head ? head : any;
+  const std::string framework = shown ? shown->info().framework : "";
+  if (shown && framework.rfind(d.engine.name + " ", 0) != 0) {
+    gemm_source_ = roofline + ": the measured tables time " + framework + ", not " + d.engine.name;
+    return;
+  }
+  linear_table_ = linear;
+  lm_head_table_ = head;
+  if (linear_table_) {
+    gemm_source_ = "measured: " + d.card.name + " " + framework + " GEMM table (" + linear_table_->info().dtype + ")" +
+                   (m.is_moe() || !measured_qkv_ ? " for the dense linear layers; MoE experts and MLA projections: roofline" : "");
+  } else {
+    gemm_source_ = roofline + " for the linear layers: no measured " + std::string(precision_name(d.weights)) +
+                   (d.weights == math ? "" : " weight-only (" + std::string(precision_name(math)) + " math)") +
+                   " GEMM table for " + d.card.name;
+    if (lm_head_table_) gemm_source_ += "; LM head measured (" + lm_head_table_->info().dtype + " table)";
+  }
+}
+
+GemmRoofline RooflineCost::gemm_roofline() const {
+  GemmRoofline r;
+  r.flops_per_s = gemm_rate_;
+  r.bytes_per_s = bandwidth_;
+  r.weight_bytes = linear_bytes_per_param_;
+  r.activation_bytes = 2.0;
+  r.kernel_floor_s = kernel_floor_;
+  return r;
+}
+
+RooflineTerm RooflineCost::measured_term(const MeasuredGemmTable& table, double t,
+                                         std::initializer_list<LinearShape> shapes, RooflineTerm roofline,
+                                         double repeat) const {
+  GemmRoofline r = gemm_roofline();
+  if (&table == lm_head_table_ && &table != linear_table_) r.weight_bytes = 2.0;
+  double seconds = 0;
+  for (const LinearShape& s : shapes) seconds += table.seconds(t, s.n, s.k, r);
+  roofline.seconds = seconds * repeat;
+  roofline.measured = true;
+  return roofline;
 }
 
 RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
@@ -139,6 +230,11 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
   if (dense_layers_ > 0) {
     out.mlp = term(2 * t * dense_mlp_params_, dense_mlp_params_ * wb + 2 * t * hidden_ * act,
                    gemm_rate_, 2, dense_layers_, bandwidth_);
+  }
+  if (linear_table_) {
+    if (measured_qkv_) out.qkv = measured_term(*linear_table_, t, {qkv_shape_}, out.qkv, layers_);
+    out.o_proj = measured_term(*linear_table_, t, {o_shape_}, out.o_proj, layers_);
+    if (dense_layers_ > 0) out.mlp = measured_term(*linear_table_, t, {up_shape_, down_shape_}, out.mlp, dense_layers_);
   }
   if (moe_layers_ > 0 && !ep_) {
     // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
@@ -176,8 +272,10 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
 
 RooflineTerm RooflineCost::lm_head_term(double n) const {
   const double act = 2.0;
-  return roofline_term(2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
-                       gemm_rate_, 1, 1, bandwidth_, kernel_floor_);
+  const RooflineTerm roofline =
+      roofline_term(2 * n * lm_head_params_, lm_head_params_ * act + n * lm_head_params_ / hidden_ * 4,
+                    gemm_rate_, 1, 1, bandwidth_, kernel_floor_);
+  return lm_head_table_ ? measured_term(*lm_head_table_, n, {lm_head_shape_}, roofline, 1) : roofline;
 }
 
 template <typename T, typename F>

@@ -7,17 +7,29 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "sim/cost/roofline_group.h"
 #include "sim/cost/step_cost.h"
+#include "sim/hardware/measured_kernels.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
 
 class ExpertParallelMoe;
+
+// The achieved rates of the linear layers on card `c` under engine `e` (docs/cost-model.md#step-time):
+// dense peak of `math` x the card's GEMM efficiency (compute_fp8 for fp8) x the engine's scale,
+// and peak bandwidth x bandwidth efficiency x the engine's scale, each capped at peak.
+double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math);
+double weight_bytes_per_s(const Card& c, const EngineProfile& e);
+// One linear layer of `p` weights run in `p` math: the roofline RooflineCost uses for it.
+// REQUIRES: c.supports(p).
+GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p);
 
 // What part of the model one GPU runs: the whole model by default; a pipeline stage's share of
 // the layers (fractional dense/MoE counts, sim/llm/parallelism.h), with or without the
@@ -52,6 +64,13 @@ class RooflineCost : public StepCost {
   double allreduce_latency_s() const { return allreduce_latency_; }
   double peak_flops() const { return peak_flops_; }
   double peak_bandwidth() const { return peak_bandwidth_; }
+  // One linear layer's roofline, with the rates above (what the measured tables are carried by
+  // outside their range).
+  GemmRoofline gemm_roofline() const;
+  // Where the linear layers' times come from: "measured: <card> <framework> GEMM table (<dtype>)
+  // [+ bf16 for the LM head], <file>" or "roofline: ..." with the reason no table applies
+  // (docs/cost-model.md#measured-kernels).
+  const std::string& gemm_source() const { return gemm_source_; }
 
  private:
   // The step's breakdown; with Keep, its groups listed too. A template, not a flag: every step's
@@ -67,7 +86,17 @@ class RooflineCost : public StepCost {
     double all_reduce_s = 0, all_reduce_bytes = 0;
   };
   TokenTerms token_terms(double t) const;
+  // Sets the linear layers' shapes and the tables that time them (or says why none does).
+  void choose_measured_tables(const Deployment& d);
   RooflineTerm lm_head_term(double logit_rows) const;
+  // `roofline`'s term with its time replaced by the measured GEMMs of `shapes` at m = t tokens,
+  // summed, x repeat.
+  struct LinearShape {
+    double n = 0, k = 0;  // output and input features per GPU
+  };
+  RooflineTerm measured_term(const MeasuredGemmTable& table, double t,
+                             std::initializer_list<LinearShape> shapes, RooflineTerm roofline,
+                             double repeat) const;
   // table[i], computed by compute() the first time (the table grows to i + 1).
   template <typename T, typename F>
   static const T& memo(std::vector<std::optional<T>>& table, std::int64_t i, F compute);
@@ -100,6 +129,14 @@ class RooflineCost : public StepCost {
   double step_overhead_ = 0, per_sequence_overhead_ = 0;
   bool embedding_ = true, lm_head_ = true, overhead_ = true;
   std::shared_ptr<const ExpertParallelMoe> ep_;  // set with expert parallelism on an MoE model
+  // Measured GEMM tables (docs/cost-model.md#measured-kernels): `linear_table_` for the layers in
+  // the weights' precision, `lm_head_table_` (16-bit) for the LM head; null = roofline.
+  std::shared_ptr<const MeasuredKernels> measured_;
+  const MeasuredGemmTable* linear_table_ = nullptr;
+  const MeasuredGemmTable* lm_head_table_ = nullptr;
+  bool measured_qkv_ = false;  // a single fused qkv GEMM (not MLA's several projections)
+  LinearShape qkv_shape_, o_shape_, up_shape_, down_shape_, lm_head_shape_;
+  std::string gemm_source_;
 };
 
 }  // namespace capsim

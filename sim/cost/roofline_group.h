@@ -18,6 +18,7 @@ struct RooflineTerm {
   double compute_s = 0, memory_s = 0;    // FLOPs / rate and bytes / bandwidth, x repeat
   double seconds = 0;
   Bound bound = Bound::kMemory;
+  bool measured = false;  // seconds from measured kernel tables (OperatorCost::measured)
 };
 
 inline RooflineTerm roofline_term(double flops, double bytes, double rate, double kernels,
@@ -42,7 +43,7 @@ inline RooflineTerm roofline_term(double flops, double bytes, double rate, doubl
 
 // Lists a group's term in a breakdown (reports only: kept out of the simulator's inlined path).
 [[gnu::noinline]] inline void list_roofline_term(StepBreakdown& out, const char* group, const RooflineTerm& t) {
-  out.groups.push_back({group, t.flops, t.bytes, t.compute_s, t.memory_s, t.seconds, t.bound});
+  out.groups.push_back({group, t.flops, t.bytes, t.compute_s, t.memory_s, t.seconds, t.bound, t.measured});
 }
 
 // Adds a group's term to `out`; `keep` also lists it under `group`.

@@ -21,6 +21,9 @@ struct OperatorCost {
   double memory_s = 0;    // bytes / achieved bytes/s
   double seconds = 0;     // what the group contributes to the step
   Bound bound = Bound::kMemory;
+  // The time came from the card's measured kernel tables (sim/hardware/measured_kernels.h), not
+  // from the roofline; flops, bytes, compute_s and memory_s are still the roofline's counts.
+  bool measured = false;
 };
 
 struct StepBreakdown {

@@ -11,6 +11,7 @@
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/hardware/calibration_profile.h"
+#include "sim/hardware/measured_kernels.h"
 
 namespace capsim {
 namespace {
@@ -284,6 +285,13 @@ Card CardCatalogue::load_catalogue_file(const std::string& dir, const std::strin
         c.efficiency_data_basis = c.calibration;
       }
     }
+  }
+  {
+    fs::path cards_dir = fs::path(dir).lexically_normal();
+    if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
+    const fs::path tables = cards_dir.parent_path() / "kernels" / c.name;
+    MeasuredKernels measured = MeasuredKernels::load_dir(tables.string(), c.name);
+    if (!measured.empty()) c.measured_kernels = std::make_shared<const MeasuredKernels>(std::move(measured));
   }
   return c;
 }

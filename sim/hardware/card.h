@@ -4,6 +4,7 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "sim/hardware/precision.h"
 
 namespace capsim {
+
+class MeasuredKernels;
 
 struct Card {
   std::string name;          // catalogue name, e.g. "h100-sxm"
@@ -58,6 +61,9 @@ struct Card {
   // The calibration profile applied to the efficiencies, "calibration/profiles/<card>.yaml fitted
   // <date> from <GPU ...>"; empty when none (docs/calibration.md).
   std::string calibration;
+  // Kernel times measured on this card, calibration/kernels/<name>/ (sim/hardware/measured_kernels.h);
+  // null when the catalogue has none for it (and for a card loaded by path).
+  std::shared_ptr<const MeasuredKernels> measured_kernels;
 
   bool supports(Precision p) const { return dense_peak.count(p) != 0; }
   double peak(Precision p) const;  // REQUIRES: supports(p)
@@ -91,7 +97,8 @@ class CardCatalogue {
   // Loads one card file (also usable for a user's own card file).
   static Card load_file(const std::string& path);
   // One file of the catalogue directory `dir` as load_dir reads it: load_file, then the card's
-  // calibration profile when calibration is on (no check against the other files' names).
+  // calibration profile when calibration is on (no check against the other files' names), and
+  // the measured kernel tables of <dir>/../kernels/<name>/ when there are any.
   static Card load_catalogue_file(const std::string& dir, const std::string& path);
 
   // By name, alias (case-insensitive) or a path to a .yaml file. Unknown names throw with

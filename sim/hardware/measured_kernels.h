@@ -1,0 +1,95 @@
+// Kernel times measured on a card, read from calibration/kernels/<card>/<op>-<dtype>.csv
+// (format: docs/data-formats.md#measured-kernel-tables; sources: calibration/kernels/SOURCES.md),
+// and the rule that turns them into the time of a shape that was not measured
+// (docs/cost-model.md#measured-kernels).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/hardware/precision.h"
+
+namespace capsim {
+
+// Where a table's numbers come from: its header lines.
+struct KernelTableInfo {
+  std::string file;                         // the path it was read from
+  std::string op, dtype, card, framework;   // "gemm", "bf16", "h100-sxm", "vllm 0.24.0"
+  std::string device, kernel, source, licence;
+};
+
+// The roofline time of one GEMM, Y[m,n] = X[m,k] W[n,k]^T: the same rule as the cost model's
+// (sim/cost/roofline_group.h) for one kernel. Used by MeasuredGemmTable only to carry a measured
+// point to a shape outside the measured range.
+struct GemmRoofline {
+  double flops_per_s = 0;       // achieved
+  double bytes_per_s = 0;       // achieved
+  double weight_bytes = 2;      // per weight element
+  double activation_bytes = 2;  // per input element (the output is not counted, as in the cost model)
+  double kernel_floor_s = 0;
+  double seconds(double m, double n, double k) const;
+};
+
+// GEMM times over a complete (n, k) grid, each (n, k) with its own ascending list of m.
+class MeasuredGemmTable {
+ public:
+  // Throws capsim::Error naming the file and line for anything docs/data-formats.md refuses.
+  static MeasuredGemmTable load(const std::string& path);
+
+  // Seconds of one GEMM of m tokens, n outputs and k inputs (the rule of
+  // docs/cost-model.md#measured-kernels):
+  //  - inside the grid, log time is interpolated linearly in log m along each (n, k) point's own
+  //    measurements, then bilinearly in (log n, log k) between the four grid points around (n, k);
+  //  - outside it, the shape is clamped to the grid's edge in each coordinate, and the time there
+  //    is scaled by roofline(shape) / roofline(clamped shape): the nearest measurement's
+  //    efficiency, carried to the shape by the roofline.
+  // REQUIRES: m, n, k > 0.
+  double seconds(double m, double n, double k, const GemmRoofline& roofline) const;
+  // True when (m, n, k) lies inside the measured ranges (no roofline scaling).
+  bool covers(double m, double n, double k) const;
+
+  const KernelTableInfo& info() const { return info_; }
+  std::size_t points() const { return points_; }
+
+ private:
+  struct Series {
+    std::vector<double> m, seconds;  // ascending m
+  };
+  double series_seconds(const Series& s, double n, double k, double m, const GemmRoofline& r) const;
+
+  KernelTableInfo info_;
+  std::vector<double> n_, k_;  // ascending grid values
+  std::vector<Series> series_;  // [i * k_.size() + j] for n_[i], k_[j]
+  std::size_t points_ = 0;
+};
+
+// The tables of one card, by op and precision.
+class MeasuredKernels {
+ public:
+  // Reads every <op>-<dtype>.csv in `dir` (calibration/kernels/<card>/); each file's `card`
+  // must be `card`. Only the gemm tables are read; the attention, MoE and all-reduce tables are
+  // stored for the cost model's next step. Throws capsim::Error for a bad file or name.
+  static MeasuredKernels load_dir(const std::string& dir, const std::string& card);
+
+  // The GEMM table for linear layers run in precision `p`: fp16 uses the bf16 table (the same
+  // tensor-core rate on every card that has both). nullptr when there is none.
+  const MeasuredGemmTable* gemm(Precision p) const;
+  bool empty() const { return gemm_.empty(); }
+  // "h100-sxm vllm 0.24.0 GEMM tables (bf16, fp8)".
+  std::string describe() const;
+
+  // Whether the cost model times kernels from the tables (docs/cost-model.md#measured-kernels).
+  // Off unless turned on here (`capsim --measured-kernels`) or, when never set, by the environment
+  // variable CAPSIM_MEASURED_KERNELS=1: the end-to-end scores with them on are in
+  // docs/validation.md#kernels. The tables are loaded either way (`capsim kernels` reads them).
+  static void set_enabled(bool on);
+  static bool enabled();
+
+ private:
+  std::map<Precision, MeasuredGemmTable> gemm_;
+};
+
+}  // namespace capsim
