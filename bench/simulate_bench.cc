@@ -9,7 +9,7 @@
 //      with the load-share search's early stops and without), unless REPEATS is negative.
 //   6. the whole `capsim simulate` process for case 3 (start-up, run, report: what a user waits
 //      for; the issue's 20 ms / 150 ms targets are this figure), at 10k and 100k requests;
-//   8. the whole `capsim` process with no command: the default job (sim/scenario/default_job.h:
+//   8. the whole `capsim` process with no command: the default job (sim/answers/default_job.h:
 //      the plan, the scenario's H100 and its one-flag change over 8 seeds each), once; issue
 //      #33 asks for it under 30 s on 2 cores, unless REPEATS is negative.
 //   7. (measured first) that process's peak resident memory at 10k, 100k and 400k requests, exact and with
