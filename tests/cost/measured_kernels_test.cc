@@ -12,7 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/batch_shape.h"
-#include "sim/cost/engine_profile.h"
+#include "sim/llm/engine_profile.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
