@@ -145,7 +145,7 @@ TEST_CASE("plan --replications and simulate --replications decide the option on 
       const std::string cell = capsim::units::format_time(ttft["mean_ms"].get<double>() / 1e3) + " (<=" +
                                capsim::units::format_time(ttft["high_ms"].get<double>() / 1e3) + ")";
       CHECK(cell == "533.12 ms (<=589.60 ms)");
-      CHECK(has(plan.out, "  1  t4 tp2 fp16  prefix-aware         6     12  " + cell));
+      CHECK(has(plan.out, "  1  t4 tp2 fp16  assumed  prefix-aware         6     12  " + cell));
     } else {
       CHECK(run["decision"] != "PASS");
     }
