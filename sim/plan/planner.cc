@@ -103,6 +103,25 @@ RoutersSearch verify_option(const scenario::ScenarioSpec& base, const PlanSpace&
       shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
 }
 
+// Takes a verification's outcome into `c`: the replicas each router needed, the search, and
+// either the winning router (verified) or the reason it is rejected. Returns whether it passed.
+bool take_verification(Candidate& c, RoutersSearch&& rs, const std::vector<std::string>& routers) {
+  c.estimated_replicas = c.search.best.replicas;
+  for (std::size_t r = 0; r < routers.size(); ++r) {
+    c.router_replicas.push_back({routers[r], rs.routers[r].replicas, rs.routers[r].at_least});
+  }
+  c.search = std::move(rs.search);
+  if (!rs.found) {
+    c.rejected = true;
+    c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the load-share "
+               "estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
+    return false;
+  }
+  c.router = routers[rs.router];
+  c.verified = true;
+  return true;
+}
+
 }  // namespace
 
 Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replicas,
@@ -409,23 +428,10 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     for (std::size_t i = 0; i < round.size(); ++i) {
       Candidate& c = cands[round[i]];
       RoutersSearch& rs = results[i];
-      c.estimated_replicas = c.search.best.replicas;
       out.evaluations += static_cast<std::size_t>(rs.evaluations);
       out.verify_requests += rs.simulated_requests;
       out.verify_steps += rs.simulated_steps;
-      for (std::size_t r = 0; r < routers.size(); ++r) {
-        c.router_replicas.push_back({routers[r], rs.routers[r].replicas, rs.routers[r].at_least});
-      }
-      c.search = std::move(rs.search);
-      if (!rs.found) {
-        c.rejected = true;
-        c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the load-share "
-                   "estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
-        continue;
-      }
-      c.router = routers[rs.router];
-      c.verified = true;
-      verified.push_back(round[i]);
+      if (take_verification(c, std::move(rs), routers)) verified.push_back(round[i]);
     }
     for (const std::size_t after : round_next) {
       ++out.verify_rounds;
@@ -476,20 +482,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
             x.as_searched = std::move(c);
             return;
           }
-          c.estimated_replicas = c.search.best.replicas;
-          RoutersSearch rs = verify_option(base, space, c, routers, c.search.best.replicas, 1);
-          for (std::size_t r = 0; r < routers.size(); ++r) {
-            c.router_replicas.push_back({routers[r], rs.routers[r].replicas, rs.routers[r].at_least});
-          }
-          c.search = std::move(rs.search);
-          if (!rs.found) {
-            c.rejected = true;
-            c.reason = "misses the SLOs as a whole cluster up to --max-cards behind every router tried (the "
-                       "load-share estimate was " + std::to_string(c.estimated_replicas) + " replicas)";
-          } else {
-            c.router = routers[rs.router];
-            c.verified = true;
-          }
+          take_verification(c, verify_option(base, space, c, routers, c.search.best.replicas, 1), routers);
           x.as_searched = std::move(c);
         },
         {});
