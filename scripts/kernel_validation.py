@@ -595,7 +595,7 @@ def report(capsim, data_dir):
     A("[data-formats.md](data-formats.md#measured-kernel-tables)), the card files and the `vllm` engine")
     A("profile. Each cell: median |error| / p90 |error| / median signed error (points), error =")
     A("predicted / measured - 1; negative = capsim too fast. **roofline >= 100 us**: the same, over")
-    A("the shapes measured at 100 us or more (past any fixed per-kernel cost).")
+    A("the shapes measured at 100 us or more (where a fixed per-kernel cost weighs less).")
     A("")
     A("- [GEMM](#gemm) · [attention, MoE and all-reduce](#other-ops) · [per op and card](#summary) ·")
     A("  [where the roofline is far off](#roofline-misses) · [end to end](#end-to-end)")
@@ -706,8 +706,8 @@ def report(capsim, data_dir):
       f"(largest: {worst[0]} on {worst[1]}); "
       + ("every op and card within 10%." if not over else
          "over 10% for " + ", ".join(f"{o} on {c}" for o, c in over) + ".")
-      + " The p90 columns above are larger: the smallest, launch-bound shapes and tile steps between"
-      " measured points.")
+      + " The p90s (the tables above) are larger; for GEMM they come from the small, launch-bound"
+      " shapes and from tile steps between measured m.")
     A("")
 
     # Where the roofline is far off: the mechanisms for issue #32 item 6, stated, not fixed here.
