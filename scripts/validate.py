@@ -1617,6 +1617,16 @@ def report(v, date, summary):
       "(`calibration/cards/*.yaml`) come from Vidur's kernel profiles and datasheets, not from "
       "these rows.")
     A("")
+    # The component check has its own generated page (scripts/kernel_validation.py); only the
+    # link lives here, so that regenerating this file keeps it.
+    A("<a id=\"kernels\"></a>")
+    A("## Kernels: predicted vs measured kernel times (component validation)")
+    A("")
+    A("capsim's kernel times (roofline, and the measured-table lookup on held-out shapes) against "
+      "the measured GEMM, attention, MoE and all-reduce tables of `calibration/kernels/`, per op, "
+      "card and dtype: [kernel-validation.md](kernel-validation.md), written whole by "
+      "`scripts/kernel_validation.py`.")
+    A("")
 
     A("## Skipped rows")
     A("")
