@@ -17,6 +17,7 @@
 #include "sim/hardware/card.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/catalogues.h"
 #include "tests/cost/breakdown_groups.h"
 #include "tests/support/temp_dir.h"
 
@@ -34,18 +35,9 @@ using capsim_test::TempDir;
 // allocator-tuning test reads the heap as the process starts it).
 std::string data_dir() { return CAPSIM_DATA_DIR; }
 
-const CardCatalogue& cards() {
-  static const CardCatalogue c = CardCatalogue::load_dir(data_dir() + "/calibration/cards");
-  return c;
-}
-const ModelCatalogue& models() {
-  static const ModelCatalogue m = ModelCatalogue::load_dir(data_dir() + "/models");
-  return m;
-}
-const EngineCatalogue& engines() {
-  static const EngineCatalogue e = EngineCatalogue::load_dir(data_dir() + "/calibration/engines");
-  return e;
-}
+const CardCatalogue& cards() { return capsim_test::card_catalogue(); }
+const ModelCatalogue& models() { return capsim_test::model_catalogue(); }
+const EngineCatalogue& engines() { return capsim_test::engine_catalogue(); }
 
 const MeasuredGemmTable& h100_bf16() {
   static const MeasuredGemmTable t = MeasuredGemmTable::load(data_dir() + "/calibration/kernels/h100-sxm/gemm-bf16.csv");
