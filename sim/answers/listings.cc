@@ -27,7 +27,8 @@ Listing list_cards() {
     j.push_back({{"name", c.name}, {"display_name", c.display_name}, {"kind", c.is_cpu ? "cpu" : "gpu"},
                  {"memory_bytes", c.memory_bytes}, {"memory_bandwidth_bytes_per_s", c.memory_bandwidth},
                  {"dense_peak_ops_per_s", peaks}, {"nvlink_bytes_per_s", c.nvlink_bandwidth},
-                 {"pcie_generation", c.pcie_generation}, {"tdp_watts", c.tdp_watts}});
+                 {"pcie_generation", c.pcie_generation}, {"tdp_watts", c.tdp_watts},
+                 {"card_class", c.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.card_class)}});
   }
   return out;
 }

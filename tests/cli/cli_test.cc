@@ -264,6 +264,12 @@ TEST_CASE("cli: list cards lists all 18 cards", "[cli]") {
   for (std::size_t i = 0; i < expected.size(); ++i) {
     CHECK(cards_json[i].at("name").get<std::string>() == expected[i]);
   }
+  // Each card's class from its file (what plan --card-class selects on; the web page's "datacenter
+  // cards only" reads it here): the GeForce cards are consumer, the rest datacenter.
+  for (const auto& c : cards_json) {
+    const std::string name = c.at("name").get<std::string>();
+    CHECK(c.at("card_class") == (name.rfind("rtx-", 0) == 0 ? "consumer" : "datacenter"));
+  }
 }
 
 TEST_CASE("cli: --json to an unwritable path exits 2 and leaves nothing behind", "[cli][errors]") {

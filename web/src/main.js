@@ -3,7 +3,8 @@
 // memory per GPU (/v1/fit), and "several 4090s or one H100" (/v1/compare on the plan's cheapest
 // option of each card). Every request goes to the server that served the page; nothing else is
 // fetched. Contract for tests: body[data-state] is "planning", "done" or "error"; the rows of the
-// plan table and of the compare table carry data-option (the option's label).
+// plan table and of the compare table carry data-option (the option's label), and the plan
+// table's cells data-col (the column: usd, ttft, tpot, data, bound, load, ...).
 import {
   BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, LineController, LineElement,
   LogarithmicScale, PointElement, Tooltip,
@@ -25,12 +26,15 @@ const CHAT_WORKLOAD = { think: '20s', turns: 'geometric:5', system: '300', in: '
 
 // ---- state <-> URL ------------------------------------------------------------------------------
 const FIELDS = ['model', 'amount', 'think', 'turns', 'system', 'in', 'out', 'ttft', 'tpot'];
+// Each catalogue card's class (GET /v1/cards: datacenter, workstation, consumer or null).
+const CARD_CLASS = new Map();
 
 function readForm() {
   const s = {};
   for (const f of FIELDS) s[f] = document.querySelector(`[name=${f}]`).value.trim();
   s.load = document.querySelector('[name=load]:checked').value;
   s.cards = [...document.querySelectorAll('#cards input:checked')].map((x) => x.value);
+  s.cardClass = $('datacenter-only').checked ? 'datacenter' : '';
   s.config = $('model-config').value.trim();
   s.choice = state.choice ?? 0;
   return s;
@@ -40,6 +44,8 @@ function writeForm(s) {
   for (const f of FIELDS) if (s[f] !== undefined) document.querySelector(`[name=${f}]`).value = s[f];
   document.querySelector(`[name=load][value=${s.load === 'rate' ? 'rate' : 'users'}]`).checked = true;
   for (const box of document.querySelectorAll('#cards input')) box.checked = s.cards.includes(box.value);
+  $('datacenter-only').checked = s.cardClass === 'datacenter';
+  showCardClass();
   $('model-config').value = s.config || '';
   $('config-box').open = Boolean(s.config);
 }
@@ -49,6 +55,7 @@ function toUrl(s) {
   for (const f of FIELDS) q.set(f, s[f]);
   q.set('load', s.load);
   q.set('cards', s.cards.join(','));
+  if (s.cardClass) q.set('card_class', s.cardClass);
   if (s.config) q.set('config', s.config);
   if (s.choice) q.set('choice', String(s.choice));
   return `${location.pathname}?${q}${location.hash}`;
@@ -60,6 +67,7 @@ function fromUrl(defaults) {
   for (const f of FIELDS) if (q.has(f)) s[f] = q.get(f);
   if (q.has('load')) s.load = q.get('load');
   if (q.has('cards')) s.cards = q.get('cards').split(',').filter(Boolean);
+  if (q.has('card_class')) s.cardClass = q.get('card_class');
   if (q.has('config')) s.config = q.get('config');
   if (q.has('choice')) s.choice = Number(q.get('choice')) || 0;
   return s;
@@ -85,7 +93,26 @@ function scenarioBody(s) {
 function planBody(s) {
   // No ticked card is an input error, not a reason to plan the defaults behind the user's back.
   if (!s.cards.length) throw new Error('Cards to consider: none is ticked; tick at least one card to plan on');
-  return { ...scenarioBody(s), plan: { cards: s.cards, tp: [1, 2], search_duration: RUN.search_duration, top: 8 } };
+  const plan = { cards: s.cards, tp: [1, 2], search_duration: RUN.search_duration, top: 8 };
+  // The server selects by class as `capsim plan --datacenter-only` does; the boxes already show it.
+  if (s.cardClass) plan.card_class = [s.cardClass];
+  return { ...scenarioBody(s), plan };
+}
+
+// "Datacenter cards only": the other cards' boxes are unticked and disabled while it holds; each
+// remembers its tick, given back when the control is cleared.
+function showCardClass() {
+  const only = $('datacenter-only').checked;
+  for (const box of document.querySelectorAll('#cards input')) {
+    const excluded = only && CARD_CLASS.get(box.value) !== 'datacenter';
+    if (excluded && !box.disabled) {
+      box.dataset.ticked = box.checked ? '1' : '';
+      box.checked = false;
+    } else if (!excluded && box.disabled) {
+      box.checked = box.dataset.ticked === '1';
+    }
+    box.disabled = excluded;
+  }
 }
 
 async function errorOf(res) {
@@ -147,6 +174,57 @@ const gib = (b) => b / 2 ** 30;
 const label = (o) => `${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights}${o.kv_cache === 'fp8' ? ' kv-fp8' : ''}`;
 const charts = {};
 
+// printf's %.3g, as the CLI writes a load in requests/s.
+function fmtG3(v) {
+  if (v === 0) return '0';
+  const text = Math.abs(v) < 1e-4 ? v.toExponential(2) : v.toPrecision(3);
+  const [mantissa, exponent] = text.split('e');
+  const trimmed = mantissa.includes('.') ? mantissa.replace(/\.?0+$/, '') : mantissa;
+  if (exponent === undefined) return trimmed;
+  const e = Number(exponent);
+  return `${trimmed}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+}
+
+// The plan's reasons beside its price, written as `capsim plan` writes its 'data', 'of bound' and
+// 'more load' columns, from the JSON fields they come from (card_data, headroom): one answer
+// whichever front end asks. The cells' titles give the numbers behind the text.
+function loadNumber(v, unit) {
+  if (unit === 'users') return `${v.toFixed(0)} users`;
+  if (unit === 'concurrent requests') return `${v.toFixed(0)} concurrent`;
+  if (unit === 'requests/s') return `${fmtG3(v)} req/s`;
+  return `${(100 * v).toFixed(0)}%`;
+}
+
+function boundUseText(slos) {
+  const metric = (slo) => slo.slice(0, slo.indexOf('_') < 0 ? slo.length : slo.indexOf('_'));
+  const parts = slos.map((d) => {
+    const name = slos.filter((x) => metric(x.slo) === metric(d.slo)).length > 1 ? d.slo : metric(d.slo);
+    return `${name} ${d.upper_share_of_bound == null ? '-' : `${(100 * d.upper_share_of_bound).toFixed(0)}%`}`;
+  });
+  return parts.length ? parts.join(' ') : '-';
+}
+
+function boundUseTitle(slos) {
+  return slos.map((d) => `${d.slo}: ${d.has_interval ? '95% interval upper end' : "the run's value"} ` +
+    `${d.upper_s == null ? 'not measured' : ms(d.upper_s * 1000)} of its bound ${ms(d.bound_s * 1000)}`).join('\n');
+}
+
+function moreLoadText(h) {
+  if (!h) return '-';
+  if (h.capped) return `>= +${loadNumber(h.max_load_met - h.load, h.unit)}`;
+  const slo = `${h.first_missed_slo}${h.first_missed_decision === 'INCONCLUSIVE' ? '?' : ''}`;
+  if (h.max_load_met <= h.load) return `< +${loadNumber(h.least_load_missed - h.load, h.unit)}, ${slo}`;
+  return `+${loadNumber(h.max_load_met - h.load, h.unit)}, ${slo}`;
+}
+
+function moreLoadTitle(h) {
+  if (!h) return 'no headroom runs: a fixed request count, or ranked below the options the plan measures';
+  const at = (v) => `${Number(v.toPrecision(4))} ${h.unit}`;
+  const above = h.capped ? `still met at ${h.max_load_met === h.load * h.max_factor_tried ? `${h.max_factor_tried}x, the most tried` : at(h.max_load_met)}`
+    : `${h.first_missed_slo} ${h.first_missed_decision} at ${at(h.least_load_missed)}`;
+  return `the scenario: ${at(h.load)}; every SLO met at ${at(h.max_load_met)}; ${above} (${h.runs} runs of ${h.measured_window} each)`;
+}
+
 function drawChart(id, config) {
   charts[id]?.destroy();
   charts[id] = new Chart($(id), { ...config, options: { animation: false, responsive: true, ...config.options } });
@@ -164,19 +242,29 @@ function renderPlan(plan, choice) {
     const tr = document.createElement('tr');
     tr.dataset.option = `${o.replicas}x ${label(o)}`;
     if (i === choice) tr.className = 'chosen';
-    const cells = [i + 1, label(o), o.replicas, o.total_cards, o.router, ms(o.result.p95_ttft_ms), ms(o.result.p95_tpot_ms),
-      o.usd_per_hour.toFixed(2), o.usd_per_million_output_tokens.toFixed(3),
-      o.with_one_replica_fewer ? `${o.with_one_replica_fewer.worst_slo} with ${o.with_one_replica_fewer.replicas} (${o.with_one_replica_fewer.binding_resource})` : o.result.binding_resource];
-    for (const c of cells) {
+    const fewer = o.with_one_replica_fewer;
+    const cells = [['rank', i + 1], ['deployment', label(o)],
+      ['data', o.card_data.efficiencies, [o.card_data.card_class ?? 'class unstated', o.card_data.basis].filter(Boolean).join(': ')],
+      ['replicas', o.replicas], ['cards', o.total_cards], ['router', o.router],
+      ['ttft', ms(o.result.p95_ttft_ms)], ['tpot', ms(o.result.p95_tpot_ms)],
+      ['bound', boundUseText(o.headroom.slos), boundUseTitle(o.headroom.slos)],
+      ['load', moreLoadText(o.headroom.load), moreLoadTitle(o.headroom.load)],
+      ['usd', o.usd_per_hour.toFixed(2)], ['usd-per-mtok', o.usd_per_million_output_tokens.toFixed(3)],
+      ['binds', fewer ? `${fewer.worst_slo} with ${fewer.replicas} (${fewer.binding_resource})` : o.result.binding_resource]];
+    for (const [col, text, title] of cells) {
       const td = document.createElement('td');
-      td.textContent = String(c);
+      td.dataset.col = col;
+      td.textContent = String(text);
+      if (title) td.title = title;
       tr.append(td);
     }
     tr.addEventListener('click', () => choose(i));
     body.append(tr);
   });
   $('plan-note').textContent = plan.options.length
-    ? `Cheapest first; each option verified as the whole cluster. Click a row to see its details below.`
+    ? "Cheapest first; each option verified as the whole cluster. 'data': what the card's efficiencies rest on " +
+      "(an assumed card's latencies are less certain than their interval says); 'of bound' and 'more load': how far " +
+      'inside its SLOs the option runs (hover a cell for the numbers). Click a row to see its details below.'
     : 'No candidate meets the SLOs (see the rejected candidates).';
   const rejected = $('rejected');
   rejected.replaceChildren(...plan.rejected.map((r) => {
@@ -234,6 +322,9 @@ const rejections = (plan) => plan.rejected.map((r) => `tp${r.tp} ${r.weights} (K
 async function duelOption(duel, s, body, signal) {
   const listed = state.plan.options.find((o) => o.card === duel.card);
   if (listed) return { duel, option: listed, alone: false };
+  if (s.cardClass && CARD_CLASS.get(duel.card) !== s.cardClass) {
+    return { duel, why: `${duel.name}: not a ${s.cardClass} card (clear "${s.cardClass} cards only" above to compare).` };
+  }
   if (!s.cards.includes(duel.card)) return { duel, why: `${duel.name}: not among the cards considered (tick it above to compare).` };
   const alone = await postJson('v1/plan', { ...body, plan: { ...body.plan, cards: [duel.card], top: 1 } }, signal);
   if (alone.options.length) return { duel, option: alone.options[0], alone: true };
@@ -396,17 +487,20 @@ async function start() {
   const [models, cards] = await Promise.all([fetch('v1/models', { headers: apiHeaders() }).then((r) => r.json()),
     fetch('v1/cards', { headers: apiHeaders() }).then((r) => r.json())]);
   $('model').replaceChildren(...models.map((m) => new Option(`${m.name} (${(m.total_params / 1e9).toFixed(1)}B)`, m.name)));
+  for (const c of cards) CARD_CLASS.set(c.name, c.card_class);
   $('cards').replaceChildren(...cards.filter((c) => c.kind === 'gpu').map((c) => {
     const l = document.createElement('label');
+    l.title = c.card_class ?? 'card class unstated';
     const box = document.createElement('input');
     box.type = 'checkbox';
     box.value = c.name;
     l.append(box, ` ${c.name}`);
     return l;
   }));
-  const s = fromUrl({ model: 'llama-3.1-8b', amount: '50', ...CHAT_WORKLOAD, ttft: '1000', tpot: '100', load: 'users', cards: DEFAULT_CARDS, config: '', choice: 0 });
+  const s = fromUrl({ model: 'llama-3.1-8b', amount: '50', ...CHAT_WORKLOAD, ttft: '1000', tpot: '100', load: 'users', cards: DEFAULT_CARDS, cardClass: '', config: '', choice: 0 });
   state.choice = s.choice;
   writeForm(s);
+  $('datacenter-only').addEventListener('input', showCardClass);
   $('inputs').addEventListener('input', scheduled);
   $('inputs').addEventListener('submit', (e) => {
     e.preventDefault();

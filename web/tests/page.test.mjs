@@ -1,8 +1,9 @@
 // The planner page in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core)
 // against a real `capsim serve`: load the page and see a plan; change the number of users and see
 // the plan change; the 4090-or-H100 panel runs the plan's own options and shows the plan's numbers;
-// follow the shared URL and see the same plan; the charts drawn; no request leaves the capsim
-// server; no console error.
+// each option's data provenance and headroom are the plan JSON's; "datacenter cards only" plans no
+// consumer card; follow the shared URL and see the same plan; the charts drawn; no request leaves
+// the capsim server; no console error.
 //   node web/tests/page.test.mjs --capsim build/capsim --web build/web
 // Exit 0 pass, 1 fail, 77 skipped (no chromium, or web/node_modules not installed), with the reason.
 import { execFileSync, spawn } from 'node:child_process';
@@ -62,7 +63,7 @@ async function planOf(page) {
   if (state !== 'done') throw new Error(`the page failed: ${await page.textContent('#status')}`);
   return page.$$eval('#plan-table tbody tr', (rows) => rows.map((r) => ({
     option: r.dataset.option,
-    usd: Number(r.children[7].textContent),
+    usd: Number(r.querySelector('[data-col=usd]').textContent),
     text: r.textContent,
   })));
 }
@@ -82,7 +83,8 @@ async function panelOf(page) {
 // The plan table's rows with the cells the panel repeats.
 function planCells(page) {
   return page.$$eval('#plan-table tbody tr', (rows) => rows.map((r) => ({
-    option: r.dataset.option, usd: r.children[7].textContent, ttft: r.children[5].textContent, tpot: r.children[6].textContent,
+    option: r.dataset.option,
+    ...Object.fromEntries(['usd', 'ttft', 'tpot'].map((col) => [col, r.querySelector(`[data-col=${col}]`).textContent])),
   })));
 }
 
@@ -111,6 +113,52 @@ async function checkPanel(page, what, planRequest) {
       `${what}: the plan lists no ${card} option; the panel shows the plan of ${card} alone: ${expected ?? 'none'}; panel: ${JSON.stringify(shown)}`);
     }
   }
+}
+
+async function postPlan(body) {
+  return (await fetch(`${origin}v1/plan`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
+}
+
+// The plan table's 'data', 'of bound' and 'more load' cells read back into numbers, against the
+// plan JSON the API gives for the same request (the runs are seeded, so it is the page's plan):
+// the card data's provenance (text) and basis (title), each SLO's upper end as a share of its
+// bound (whole percent), the extra load met, the SLO that failed first and whether inconclusive.
+async function checkReasons(page, what, planRequest) {
+  const rows = await page.$$eval('#plan-table tbody tr', (trs) => trs.map((r) => {
+    const cell = (col) => r.querySelector(`[data-col=${col}]`);
+    return { option: r.dataset.option, data: cell('data').textContent, dataTitle: cell('data').title, bound: cell('bound').textContent, load: cell('load').textContent };
+  }));
+  const plan = await postPlan(planRequest);
+  const labelOf = (o) => `${o.replicas}x ${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights}${o.kv_cache === 'fp8' ? ' kv-fp8' : ''}`;
+  check(rows.length > 0 && rows.length === plan.options.length && rows.every((r, i) => r.option === labelOf(plan.options[i])),
+    `${what}: the page's ${rows.length} options are the API's ${plan.options.length}, in order`);
+  let measured = 0;
+  let bounded = 0;
+  rows.forEach((r, i) => {
+    const o = plan.options[i];
+    if (!o) return;
+    const cd = o.card_data;
+    check(r.data === cd.efficiencies && r.dataTitle === `${cd.card_class}: ${cd.basis}` && cd.basis.length > 0,
+      `${what}: ${r.option} data "${r.data}" (${r.dataTitle}) is the plan's ${cd.efficiencies} (${cd.card_class}: ${cd.basis})`);
+    const shown = Object.fromEntries([...r.bound.matchAll(/(\w+) (\d+)%/g)].map((m) => [m[1], Number(m[2])]));
+    const expected = Object.fromEntries(o.headroom.slos.map((d) => [d.slo.split('_')[0], Math.round(100 * d.upper_share_of_bound)]));
+    check(Object.keys(expected).length > 0 && JSON.stringify(shown) === JSON.stringify(expected),
+      `${what}: ${r.option} of bound "${r.bound}" is the plan's ${JSON.stringify(expected)}`);
+    const h = o.headroom.load;
+    const m = r.load.match(/^(>= |< )?\+(\d+) users(?:, (\w+)(\?)?)?$/);
+    if (!h) {
+      check(r.load === '-', `${what}: ${r.option} more load "${r.load}": the plan measured none`);
+      return;
+    }
+    measured += 1;
+    if (!h.capped && h.max_load_met > h.load) bounded += 1;
+    const extra = Math.round((h.max_load_met > h.load || h.capped ? h.max_load_met : h.least_load_missed) - h.load);
+    check(h.unit === 'users' && m !== null && (m[1] === '>= ') === h.capped && (m[1] === '< ') === (!h.capped && h.max_load_met <= h.load) &&
+      Number(m[2]) === extra && (m[3] ?? null) === h.first_missed_slo && (m[4] === '?') === (h.first_missed_decision === 'INCONCLUSIVE'),
+    `${what}: ${r.option} more load "${r.load}" is the plan's ${JSON.stringify(h)}`);
+  });
+  // Not only capped or unmeasured cells: the 20 users' plan has an option that binds above its load.
+  check(measured > 0 && bounded > 0, `${what}: ${measured} options have headroom runs, ${bounded} of them with an SLO that fails above the load`);
 }
 
 const { proc, origin } = await startServer();
@@ -143,6 +191,39 @@ try {
   check((await page.textContent('#memory-label')).includes('KV tokens'), 'the memory breakdown of the chosen option is drawn');
   check((await page.textContent('#compare-note')).length > 0, `4090s or an H100: ${await page.textContent('#compare-note')}`);
   await checkPanel(page, '20 users', planRequest);
+  await checkReasons(page, '20 users', planRequest);
+
+  // "Datacenter cards only" on cards that include GeForce ones: their boxes are unticked and
+  // disabled, the plan asks for card_class ["datacenter"] and shows no consumer option nor
+  // rejection; cleared, the 4090's tick comes back and so do its options.
+  const dc = await browser.newPage();
+  dc.on('pageerror', (e) => errors.push(String(e)));
+  let dcPlan = null;
+  dc.on('request', (r) => { if (r.url() === `${origin}v1/plan` && r.postDataJSON().plan.top > 1) dcPlan = r.postDataJSON(); });
+  await dc.goto(`${origin}?amount=20&cards=rtx-4090,rtx-3090,l40s,h100-sxm`);
+  check((await planOf(dc)).some((r) => r.option.includes(' rtx-')), 'before "datacenter cards only": the plan has GeForce options');
+  await dc.check('#datacenter-only');
+  await dc.waitForFunction(() => location.search.includes('card_class=datacenter'), null, { timeout: 30_000 });
+  const dcRows = await planOf(dc);
+  const boxes = await dc.$$eval('#cards input', (xs) => Object.fromEntries(xs.map((x) => [x.value, { checked: x.checked, disabled: x.disabled }])));
+  const dcRejected = await dc.$$eval('#rejected li', (lis) => lis.map((li) => li.textContent));
+  const dcTitles = await dc.$$eval('#plan-table td[data-col=data]', (tds) => tds.map((td) => td.title));
+  check(JSON.stringify(dcPlan?.plan.card_class) === '["datacenter"]' && !dcPlan.plan.cards.some((c) => c.startsWith('rtx-')),
+    `datacenter cards only: the plan request says card_class ${JSON.stringify(dcPlan?.plan.card_class)}, cards ${dcPlan?.plan.cards}`);
+  check(['rtx-4090', 'rtx-3090'].every((c) => !boxes[c].checked && boxes[c].disabled) &&
+    ['l40s', 'h100-sxm'].every((c) => boxes[c].checked && !boxes[c].disabled),
+  `datacenter cards only: the GeForce boxes are unticked and disabled, l40s and h100-sxm ticked: ${JSON.stringify(boxes)}`);
+  check(dcRows.length > 0 && dcRows.every((r) => !r.option.includes(' rtx-')) && dcRejected.every((t) => !t.startsWith('rtx-')) &&
+    dcTitles.every((t) => t.startsWith('datacenter: ')),
+  `datacenter cards only: ${dcRows.length} options, none on a consumer card: ${dcRows.map((r) => r.option).join(', ')}`);
+  await dc.waitForFunction(() => document.querySelector('#compare-note').textContent.length > 0, null, { timeout: 240_000 });
+  const dcNote = await dc.textContent('#compare-note');
+  check(dcNote.includes('RTX 4090: not a datacenter card'), `datacenter cards only: the panel says why it has no 4090: ${dcNote}`);
+  await dc.uncheck('#datacenter-only');
+  await dc.waitForFunction(() => !location.search.includes('card_class'), null, { timeout: 30_000 });
+  const undone = await planOf(dc);
+  check(await dc.isChecked('#cards input[value=rtx-4090]') && undone.some((r) => r.option.includes(' rtx-4090 ')),
+    'datacenter cards only cleared: the 4090 is ticked again and planned');
 
   // 2. Twenty times the users: the cheapest option must cost more (more or bigger cards).
   await page.fill('#amount', '400');
