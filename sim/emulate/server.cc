@@ -159,12 +159,15 @@ class Session : public std::enable_shared_from_this<Session> {
                        self->write_next();
                      });
   }
-  void close() {
-    if (closed_) return;
-    closed_ = true;
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.socket().close(ec);
+  // Closes the connection; with linger_, lingers first (Session::close below).
+  void close();
+  void drain() {
+    buffer_.clear();
+    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (!ec) return self->drain();
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
   }
   // The client went away: abort what it was waiting for, drop the connection.
   void gone();
@@ -177,6 +180,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::deque<std::string> out_;
   bool writing_ = false, keep_alive_ = true, close_after_writes_ = false, closed_ = false;
+  bool linger_ = false;  // close() drains what the client still sends (a refused request's rest)
   std::shared_ptr<Call> current_;
   friend class Emulator;
 };
@@ -421,6 +425,23 @@ void Session::start() {
   read();
 }
 
+void Session::close() {
+  if (closed_) return;
+  closed_ = true;
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (!linger_) {
+    stream_.socket().close(ec);
+    return;
+  }
+  // A lingering close, as serve's: the client may still be sending the body we refused; read
+  // and drop it until it closes or the read timeout passes, so that it reads our answer
+  // instead of a connection reset. A lingering connection is the first to make room.
+  table_->reading(id_, http::ConnectionTable::Clock::time_point::min());
+  stream_.expires_after(millis(emulator_.read_timeout_s()));
+  drain();
+}
+
 void Session::read() {
   table_->reading(id_);
   parser_.emplace();
@@ -436,8 +457,9 @@ void Session::on_read(beast::error_code ec) {
   if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit ||
       (ec && ec != beast::error::timeout && ec != bhttp::error::end_of_stream && ec != net::error::eof &&
        ec != net::error::connection_reset && ec != net::error::operation_aborted && parser_ && parser_->got_some())) {
-    // Told why, then closed: the rest of what it sends is not read.
+    // Told why, then closed; the rest of what it sends is read and dropped (close(), linger_).
     keep_alive_ = false;
+    linger_ = true;
     stream_.expires_never();
     table_->busy(id_);
     const int status = ec == bhttp::error::body_limit ? 413 : ec == bhttp::error::header_limit ? 431 : 400;

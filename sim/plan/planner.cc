@@ -127,7 +127,11 @@ bool take_verification(Candidate& c, RoutersSearch&& rs, const std::vector<std::
 Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replicas,
                                   std::optional<double> min_goodput) {
   Candidate::Headroom h;
-  const auto [load, unit] = load_of(spec);
+  // Not a structured binding: clang 14 (the fuzz and sanitizer builds) refuses lambdas that
+  // capture one.
+  const std::pair<double, std::string> load_and_unit = load_of(spec);
+  const double load = load_and_unit.first;
+  const std::string& unit = load_and_unit.second;
   if (unit.empty()) return h;
   h.searched = true;
   h.unit = unit;
