@@ -330,11 +330,11 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
             full_layers, attention_bandwidth_);
         const double cached = b.prefill_kv_tokens - chunk_tokens;
         if (kv_up_params_ > 0 && cached > 0) {
-          // Two kernels: the cache gather and the kv_b GEMM; they read the cached entries and
-          // kv_b's weights and write the 16-bit k_nope and v heads.
+          // Three kernels (the cache gather, the kv_b GEMM, the k_nope/k_pe concatenation);
+          // they read the cached entries and kv_b's weights and write the 16-bit k_nope and v.
           add("mla_kv_up_proj", 2 * cached * kv_up_params_,
               kv_up_params_ * linear_bytes_per_param_ + cached * (kv_bytes_per_token_layer_ + 2.0 * kv_up_head_elements_),
-              gemm_rate_, 2, full_layers, bandwidth_);
+              gemm_rate_, 3, full_layers, bandwidth_);
         }
       }
       if (sliding_layers_ > 0) {
