@@ -87,10 +87,24 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   kv_bytes_per_token_layer_ = m.kv_elements_per_token_per_layer(d.tp) * element_bytes(d.kv_cache);
   const double heads_per_rank = static_cast<double>(m.heads) / tp;
   if (m.attention == AttentionKind::kLatent) {
-    attention_flops_per_pair_ =
+    // vLLM's MLA backends (vllm/v1/attention/backends/mla/common.py, module docstring) run
+    // prefill in the "compute friendly" form: k_nope and v are up-projected from the latent, then
+    // MHA with a QK head dim of qk_nope + qk_rope and a V head dim of v_head_dim. Decode runs the
+    // "data-movement friendly" form: W_UK is absorbed into the query and W_UV applied after, so
+    // every head attends the cached latent itself, MQA with a QK head dim of kv_lora_rank +
+    // qk_rope and a V head dim of kv_lora_rank (FlashMLA's 576 / 512). The absorbed products
+    // (q x W_UK, o x W_UV) have kv_b_proj's parameter count, which qkv_params_ already charges.
+    prefill_flops_per_pair_ =
         2.0 * heads_per_rank * static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim);
+    decode_flops_per_pair_ =
+        2.0 * heads_per_rank * static_cast<double>(m.kv_lora_rank + m.qk_rope_head_dim + m.kv_lora_rank);
+    // A prefill chunk after a cached context gathers the context's latents and runs kv_b_proj
+    // on them (common.py, "Chunked Prefill": cache_kv_c_chunk @ W_UK and @ W_UV), per chunk.
+    kv_up_params_ = static_cast<double>(m.kv_lora_rank) * heads_per_rank *
+                    static_cast<double>(m.qk_nope_head_dim + m.v_head_dim);
+    kv_up_head_elements_ = heads_per_rank * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim);
   } else {
-    attention_flops_per_pair_ = 4.0 * heads_per_rank * static_cast<double>(m.head_dim);
+    prefill_flops_per_pair_ = decode_flops_per_pair_ = 4.0 * heads_per_rank * static_cast<double>(m.head_dim);
   }
 
   const Card& c = d.card;
@@ -311,9 +325,17 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
     if (b.prefill_tokens > 0) {
       const double chunk_tokens = static_cast<double>(b.prefill_tokens);
       if (full_layers > 0) {
-        add("attention_prefill", attention_flops_per_pair_ * b.prefill_attention_pairs,
+        add("attention_prefill", prefill_flops_per_pair_ * b.prefill_attention_pairs,
             (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1,
             full_layers, attention_bandwidth_);
+        const double cached = b.prefill_kv_tokens - chunk_tokens;
+        if (kv_up_params_ > 0 && cached > 0) {
+          // Three kernels (the cache gather, the kv_b GEMM, the k_nope/k_pe concatenation);
+          // they read the cached entries and kv_b's weights and write the 16-bit k_nope and v.
+          add("mla_kv_up_proj", 2 * cached * kv_up_params_,
+              kv_up_params_ * linear_bytes_per_param_ + cached * (kv_bytes_per_token_layer_ + 2.0 * kv_up_head_elements_),
+              gemm_rate_, 3, full_layers, bandwidth_);
+        }
       }
       if (sliding_layers_ > 0) {
         // Each query reaches at most window_ keys; a chunk reads at most the window - 1 tokens
@@ -321,7 +343,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
         const double pairs = std::min(b.prefill_attention_pairs, chunk_tokens * window_);
         const double kv = std::min(b.prefill_kv_tokens,
                                    static_cast<double>(b.prefill_sequences) * (window_ - 1) + chunk_tokens);
-        add("attention_prefill_window", attention_flops_per_pair_ * pairs,
+        add("attention_prefill_window", prefill_flops_per_pair_ * pairs,
             (kv + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
             attention_bandwidth_);
       }
@@ -330,7 +352,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
       // Speculative drafts add query tokens over the same KV (read once per sequence): each of
       // the decode_sequences + spec_tokens queries reaches at most window_ keys in a sliding layer.
       if (full_layers > 0) {
-        add("attention_decode", attention_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
+        add("attention_decode", decode_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
             b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, full_layers,
             attention_bandwidth_);
       }
@@ -341,7 +363,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
                                  ? std::min(b.decode_context_tokens + b.spec_attention_pairs,
                                             static_cast<double>(b.decode_sequences + b.spec_tokens) * window_)
                                  : context;
-        add("attention_decode_window", attention_flops_per_pair_ * pairs,
+        add("attention_decode_window", decode_flops_per_pair_ * pairs,
             context * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
             attention_bandwidth_);
       }

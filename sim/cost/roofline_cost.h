@@ -112,7 +112,12 @@ class RooflineCost : public StepCost {
   double linear_bytes_per_param_ = 2;
   double expert_bytes_per_param_ = 2;  // routed experts (a checkpoint as shipped may differ)
   double kv_bytes_per_token_layer_ = 0;
-  double attention_flops_per_pair_ = 0;  // per layer per rank
+  // Attention FLOPs per query-key pair, per layer per rank, for prefill chunks and for decodes
+  // (they differ for MLA, whose two phases run different forms: docs/cost-model.md#mla).
+  double prefill_flops_per_pair_ = 0, decode_flops_per_pair_ = 0;
+  // MLA prefill over a cached context: kv_b's parameters per rank, which up-project each cached
+  // latent to per-head k_nope and v again every chunk, and the bytes of those heads (0 for MHA).
+  double kv_up_params_ = 0, kv_up_head_elements_ = 0;
   double hidden_ = 0;
   double layers_ = 0, dense_layers_ = 0, moe_layers_ = 0;
   // Sliding-window layers (Gemma 2, gpt-oss): their attention reaches only the last `window_`
