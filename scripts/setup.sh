@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # runs (scripts/sanitize.sh, scripts/fuzz.sh; docs/robustness.md); nodejs and npm bundle the web
 # planner page of `capsim serve` at build time (web/, docs/server.md); wrk is the server's load test;
 # slurm-wlm and munge run the sweep test's one-node Slurm (tests/scale/slurm_sweep_test.sh;
-# docs/scale.md).
+# docs/scale.md); python3-yaml reads the card and engine files in scripts/kernel_validation.py
+# (its ctest checks docs/kernel-validation.md).
 packages=(build-essential cmake g++ libboost-dev libeigen3-dev libcli11-dev catch2
-          nlohmann-json3-dev libyaml-cpp-dev python3 gnuplot-nox chromium clang-14
+          nlohmann-json3-dev libyaml-cpp-dev python3 python3-yaml gnuplot-nox chromium clang-14
           libclang-rt-14-dev wrk slurm-wlm munge)
 # nodejs and npm bundle the web page and run the `capsim emulate` client tests
 # (tests/emulate/client: the official OpenAI npm client). A Node.js already on the machine, with
