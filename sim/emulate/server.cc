@@ -25,6 +25,7 @@
 #include "sim/emulate/prometheus.h"
 #include "sim/emulate/request_path.h"
 #include "sim/http/connection_table.h"
+#include "sim/http/lingering_close.h"
 #include "sim/http/listener.h"
 
 namespace capsim::emulate {
@@ -161,14 +162,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   // Closes the connection; with linger_, lingers first (Session::close below).
   void close();
-  void drain() {
-    buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (!ec) return self->drain();
-      beast::error_code ignored;
-      self->stream_.socket().close(ignored);
-    });
-  }
+
   // The client went away: abort what it was waiting for, drop the connection.
   void gone();
 
@@ -439,7 +433,7 @@ void Session::close() {
   // instead of a connection reset. A lingering connection is the first to make room.
   table_->reading(id_, http::ConnectionTable::Clock::time_point::min());
   stream_.expires_after(millis(emulator_.read_timeout_s()));
-  drain();
+  http::drain_then_close(shared_from_this(), stream_, buffer_);
 }
 
 void Session::read() {

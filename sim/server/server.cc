@@ -18,6 +18,7 @@
 #include "sim/core/error.h"
 #include "sim/core/run_limits.h"
 #include "sim/http/connection_table.h"
+#include "sim/http/lingering_close.h"
 #include "sim/http/listener.h"
 #include "sim/server/request_path.h"
 
@@ -446,14 +447,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(millis(server_.opt.read_timeout_s));
     if (!reading_) drain();  // else the watch read's handler drains (one read at a time)
   }
-  void drain() {
-    buffer_.clear();
-    stream_.async_read_some(buffer_.prepare(16 * 1024), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (!ec) return self->drain();
-      beast::error_code ignored;
-      self->stream_.socket().close(ignored);
-    });
-  }
+  void drain() { http::drain_then_close(shared_from_this(), stream_, buffer_); }
 
   beast::tcp_stream stream_;
   Server::Impl& server_;
