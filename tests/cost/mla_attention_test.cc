@@ -60,7 +60,8 @@ TEST_CASE("mla: decode attends the 576-wide latent per head (absorbed form)", "[
   const RooflineCost cost(deepseek_v3_tp8());
   BatchShape b;
   for (int i = 0; i < 64; ++i) b.add_decode(8192);
-  const OperatorCost& a = group(cost.breakdown(b), "attention_decode");
+  const auto breakdown = cost.breakdown(b);  // group() refers into it: keep it alive
+  const OperatorCost& a = group(breakdown, "attention_decode");
   CHECK(a.flops == 1'113'470'271'488.0);
   CHECK(a.bytes == 36'842'766'336.0);
 }
@@ -72,7 +73,8 @@ TEST_CASE("mla: speculative drafts attend in the absorbed form", "[cost][mla]") 
   const RooflineCost cost(deepseek_v3_tp8());
   BatchShape b;
   b.add_speculative_decode(1000, 3);
-  const OperatorCost& a = group(cost.breakdown(b), "attention_decode");
+  const auto breakdown = cost.breakdown(b);  // group() refers into it: keep it alive
+  const OperatorCost& a = group(breakdown, "attention_decode");
   CHECK(a.flops == 8'507'846'656.0);
   CHECK(a.bytes == 1000.0 * 576 * 2 * 61);
 }
