@@ -204,18 +204,8 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
     for (int k : rows) {
       const Candidate& c = outcome.candidates[outcome.ok[static_cast<std::size_t>(k)]];
       const plan::Evaluation& e = c.search.best;
-      // As plan's table gives them: the decision's estimate with its interval's upper end.
-      std::string ttft_text = units::format_time(e.result.ttft.p95);
-      for (const plan::SloDecision& d : e.verdict.slos) {
-        if (d.slo == "ttft_p95" && d.has_interval) {
-          ttft_text = units::format_time(d.estimate) + " (<=" + units::format_time(d.high) + ")";
-        }
-      }
-      // As plan's table words it.
-      const std::string binds = c.search.below ? c.search.below->verdict.worst + " with " +
-                                                     std::to_string(c.search.below->replicas) + " (" +
-                                                     plan::binding_resource(c.search.below->result) + ")"
-                                               : plan::binding_resource(e.result);
+      // The cells as plan's table gives them.
+      const std::string ttft_text = option_ttft_text(e), binds = option_binds_text(c);
       t.row({std::to_string(k + 1), plan::label(c), c.router, std::to_string(e.replicas),
              std::to_string(c.total_cards()), fmt("%.2f", c.option_usd_per_hour()),
              price_provenance(prices, c.card), card_of(k).efficiency_data.empty() ? "unstated" : card_of(k).efficiency_data,

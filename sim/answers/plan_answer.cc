@@ -455,19 +455,8 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
       const plan::Evaluation& e = c.search.best;
       const double usd_h = cost_of(c);
       const double mtok_h = e.output_throughput() * 3600 / 1e6;
-      std::string binds = c.search.below ? c.search.below->verdict.worst + " with " +
-                                               std::to_string(c.search.below->replicas) + " (" +
-                                               plan::binding_resource(c.search.below->result) + ")"
-                                         : plan::binding_resource(e.result);
-      const plan::SloDecision* ttft = nullptr;
-      for (const auto& d : e.verdict.slos) {
-        if (d.slo == "ttft_p95") ttft = &d;
-      }
-      // With an interval: the steady-state estimate (after MSER-5) and the interval's upper end,
-      // the number the decision rests on; else the measured window's value.
-      const std::string ttft_text = ttft && ttft->has_interval
-                                        ? units::format_time(ttft->estimate) + " (<=" + units::format_time(ttft->high) + ")"
-                                        : units::format_time(e.result.ttft.p95);
+      std::string binds = option_binds_text(c);
+      const std::string ttft_text = option_ttft_text(e);
       const std::string data = cards().find(c.card).efficiency_data;
       t.row({std::to_string(++rank_no), label(c), data.empty() ? "unstated" : data, c.router, std::to_string(e.replicas),
              std::to_string(c.total_cards()), ttft_text,
@@ -543,6 +532,21 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   }
   a.text = text.str();
   return a;
+}
+
+std::string option_ttft_text(const plan::Evaluation& e) {
+  const plan::SloDecision* ttft = nullptr;
+  for (const auto& d : e.verdict.slos) {
+    if (d.slo == "ttft_p95") ttft = &d;
+  }
+  return ttft && ttft->has_interval ? units::format_time(ttft->estimate) + " (<=" + units::format_time(ttft->high) + ")"
+                                    : units::format_time(e.result.ttft.p95);
+}
+
+std::string option_binds_text(const Candidate& c) {
+  return c.search.below ? c.search.below->verdict.worst + " with " + std::to_string(c.search.below->replicas) + " (" +
+                              plan::binding_resource(c.search.below->result) + ")"
+                        : plan::binding_resource(c.search.best.result);
 }
 
 }  // namespace capsim::scenario

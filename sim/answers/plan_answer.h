@@ -58,4 +58,11 @@ struct PlanAnswer {
 // cancel flag is set during the search.
 PlanAnswer answer_plan(const PlanRequest& request, const plan::PlanProgress& progress);
 
+// Two cells of plan's table, for every summary that shows an option as plan does (the default
+// job): TTFT p95 as the decision rests on it (the steady-state estimate and its interval's upper
+// end in brackets; the measured window's value when there is no interval), and what binds (the
+// SLO that fails with one replica fewer and what limits it, else what limits the option).
+std::string option_ttft_text(const plan::Evaluation& e);
+std::string option_binds_text(const plan::Candidate& c);
+
 }  // namespace capsim::scenario
