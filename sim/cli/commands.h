@@ -24,7 +24,6 @@ void add_finetune_command(CLI::App& app, int& exit_code);
 void add_batch_serve_command(CLI::App& app, int& exit_code);
 void add_check_command(CLI::App& app, int& exit_code);
 void add_diff_command(CLI::App& app, int& exit_code);
-void add_serve_command(CLI::App& app, int& exit_code);
 void add_sweep_commands(CLI::App& app, int& exit_code);  // sweep and merge
 
 // Runs one scenario: prints the report (unless json is "-") and writes JSON, an HTML report and

@@ -13,6 +13,7 @@
 #include "sim/core/progress.h"
 #include "sim/answers/default_job.h"
 #include "sim/emulate/emulate.h"
+#include "sim/server/serve_command.h"
 #include "sim/hardware/measured_kernels.h"
 
 // Before anything allocates and before any thread exists (sim/core/allocator_tuning.h): as a
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
       {"capacity", add_capacity_command}, {"compare", add_compare_command},
       {"finetune", add_finetune_command}, {"batch-serve", add_batch_serve_command},
       {"check", add_check_command},       {"diff", add_diff_command},
-      {"serve", add_serve_command},       {"emulate", capsim::emulate::add_emulate_command},
+      {"serve", capsim::server::add_serve_command},       {"emulate", capsim::emulate::add_emulate_command},
       {"sweep", add_sweep_commands},      {"merge", add_sweep_commands},
       {"kernels", add_kernels_command}};
   // Building a command's flags costs CLI11 time quadratic in their number (each new option's

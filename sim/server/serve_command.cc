@@ -2,21 +2,20 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "sim/cli/commands.h"
-#include "sim/cli/common.h"
 #include "sim/http/request_guard.h"
+#include "sim/server/serve_command.h"
 #include "sim/server/server.h"
 
-namespace capsim::cli {
+namespace capsim::server {
 namespace {
 
 struct ServeOptions {
-  server::ServerOptions server;
+  ServerOptions server;
   double max_body_kib = 1024;
 };
 
 int run_serve(ServeOptions o) {
-  server::ServerOptions& s = o.server;
+  ServerOptions& s = o.server;
   s.limits.max_body_bytes = static_cast<std::size_t>(o.max_body_kib * 1024);
   if (s.web_dir.empty()) s.web_dir = CAPSIM_WEB_DIR;
   if (s.guard.auth_token.empty()) {
@@ -25,7 +24,7 @@ int run_serve(ServeOptions o) {
   http::normalize_allowed_hosts(s.guard.allowed_hosts, "--allowed-host");
   s.guard.allowed_host_flag = "capsim serve --allowed-host";
   s.guard.auth_token_flag = "capsim serve --auth-token or $CAPSIM_TOKEN";
-  server::Server srv(s);
+  Server srv(s);
   const bool loopback = s.bind.rfind("127.", 0) == 0 || s.bind == "::1" || s.bind == "localhost";
   if (!loopback && s.guard.auth_token.empty()) {
     std::cerr << "capsim serve: warning: listening on " << s.bind
@@ -55,7 +54,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       "answers are exactly what the commands print with --json -; docs/server.md lists the endpoints.\n"
       "POST bodies must be sent as Content-Type: application/json; requests whose Host is not an IP address,\n"
       "localhost or an --allowed-host name, and requests from other web pages (Origin), are refused (403).");
-  server::ServerOptions& s = o->server;
+  ServerOptions& s = o->server;
   cmd->add_option("--bind", s.bind, "address to listen on (loopback by default; 0.0.0.0 for every interface)")
       ->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port (0: any free port, printed at start)")->capture_default_str();
@@ -90,4 +89,4 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 
-}  // namespace capsim::cli
+}  // namespace capsim::server
