@@ -1,5 +1,6 @@
 #include "sim/scenario/model_error.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -29,19 +30,19 @@ std::string upper(std::string s) {
   return s;
 }
 
+std::string joined(const std::vector<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
 // A field that must be one of `accepted`.
 std::string one_of(const YAML::Node& n, const std::string& where, const std::vector<std::string>& accepted) {
-  if (!n) throw Error(where + ": missing; accepted: " + [&] {
-    std::string s;
-    for (const auto& a : accepted) s += (s.empty() ? "" : ", ") + a;
-    return s;
-  }());
+  if (!n) throw Error(where + ": missing; accepted: " + joined(accepted));
   const std::string v = yaml_scalar(n, where);
   for (const auto& a : accepted)
     if (v == a) return v;
-  std::string s;
-  for (const auto& a : accepted) s += (s.empty() ? "" : ", ") + a;
-  throw Error(where + ": '" + v + "' is not accepted; accepted: " + s);
+  throw Error(where + ": '" + v + "' is not accepted; accepted: " + joined(accepted));
 }
 
 // A plain number with an optional sign ("+0.0022", "-0.04"): the file writes the bias signed.
@@ -202,8 +203,7 @@ std::string model_error_line(const Deployment& d) {
     first = false;
   }
   if (first) s += " none scored";
-  return s + "; " + t->path().substr(t->path().rfind("/calibration/") == std::string::npos ? 0 : t->path().rfind("/calibration/") + 1) +
-         " of " + t->date();
+  return s + "; calibration/model-error.yaml of " + t->date();
 }
 
 }  // namespace capsim::scenario

@@ -79,9 +79,10 @@ std::optional<std::string> error_metric_of_slo(const std::string& slo_metric);
 // The errors of ttft, tpot and e2e for `d`'s class, those the table has (empty without a table).
 std::vector<ModelError> model_errors_for(const Deployment& d);
 
-// One line for the readable answers: "model error (out of fold, p90) for measured-table cards,
-// vllm, dense: TTFT +-12% (14 runs), TPOT +-5% (14), E2E +-6% (14) (calibration/model-error.yaml,
-// 2026-12-06)"; on a missing file, the line says so.
+// One line for the readable answers: "model error for measured-table cards, vllm, dense (p90 of
+// |error| out of fold): TTFT +-20% (13 runs), TPOT +-8% (13 runs), E2E +-8% (13 runs);
+// calibration/model-error.yaml of 2026-12-06"; a metric taken from a wider class says "pooled
+// over <that class>". Without the file, the line says the model error is unknown.
 std::string model_error_line(const Deployment& d);
 
 }  // namespace capsim::scenario
