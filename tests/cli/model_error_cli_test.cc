@@ -90,3 +90,20 @@ TEST_CASE("plan: each option's cost source and whether it holds at its class's p
   CHECK(has(text.out, "measured tables"));
   CHECK(has(text.out, me["holds_at_p90"].get<bool>() ? "holds" : "fails: ttft_p95"));
 }
+
+TEST_CASE("simulate: a bad calibration/model-error.yaml stops before the run, naming file and field",
+          "[model_error][cli]") {
+  // A data root with the source tree's cards, engines, kernels and models, and a model-error
+  // file without min_runs: exit 2, the file and field named, nothing on stdout.
+  capsim_test::Scratch root("moderr-root");
+  const std::string src = CAPSIM_DATA_DIR;
+  std::filesystem::create_directories(root.path() + "/calibration");
+  for (const char* d : {"calibration/cards", "calibration/engines", "calibration/kernels", "models"})
+    std::filesystem::create_directory_symlink(src + "/" + d, root.path() + "/" + d);
+  std::ofstream(root.file("calibration/model-error.yaml"))
+      << "generated_by: x\ndate: 2026-01-01\nclasses:\n  - {cost_source: any, engine: any, architecture: any}\n";
+  const auto r = run_capsim("--data-dir '" + root.path() + "' simulate " + kSmall + " --card h100-sxm");
+  CHECK(r.status == 2);
+  CHECK(has(r.err, root.path() + "/calibration/model-error.yaml: min_runs: missing; accepted: a whole number >= 1"));
+  CHECK(r.out.empty());
+}
