@@ -1,4 +1,6 @@
 #include "sim/answers/capacity_answer.h"
+#include "sim/answers/model_error_answer.h"
+#include "sim/scenario/model_error.h"
 
 #include <algorithm>
 #include <cmath>
@@ -89,6 +91,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   }
   j["curve"] = pts;
   const Deployment d = base.deployment.resolve();
+  j["model_error"] = model_error_json(d);
   std::ostringstream text;
   // The title names every pool the load runs on: mixed fleets' other groups, and a
   // disaggregated deployment's decode pool and KV link (the main deployment is its prefill pool).
@@ -129,6 +132,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   const std::string& verdict = a.verdict;
   text << title << "\n  capacity: " << verdict << "\n";
   if (n > 1) text << "  interval: " << a.interval << "\n";
+  text << "  " << model_error_line(d) << "\n";
   text << "\n";
   TextTable& t = a.table;
   t = TextTable({axis.name, "req/s", "out tok/s", "TTFT p50", "TTFT p95", "TTFT p99", "TPOT p95",

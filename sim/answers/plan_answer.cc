@@ -16,6 +16,7 @@
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/answers/launch_command.h"
+#include "sim/answers/model_error_answer.h"
 #include "sim/answers/simulate_report.h"
 
 namespace capsim::scenario {
@@ -323,6 +324,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
                       {"efficiencies", card_of_option.efficiency_data.empty() ? "unstated" : card_of_option.efficiency_data},
                       {"basis", card_of_option.efficiency_data_basis}};
     x["headroom"] = {{"slos", bound_use_json(e.verdict)}, {"load", headroom_json(c.headroom, headroom_window)}};
+    x["model_error"] = option_model_error_json(base, c);
     // Energy: every card of the deployment at TDP while busy (busy share of the run).
     const Card& card = cards().find(c.card);
     double busy = 0;
@@ -447,7 +449,8 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
          << " searched (" << skipped << " skipped by cost); replicas estimated on 1/r load shares, then every "
          << "option below verified as the whole cluster behind each router tried (" << router_list << ")\n\n";
     TextTable t({"#", "deployment", "data", "router", "replicas", "cards", "TTFT p95", "TPOT p95", "of bound",
-                 "more load", "out tok/s", "$/hour", "price", "$/M tok", users ? "$/user/mo" : "", "binds"});
+                 "more load", "out tok/s", "$/hour", "price", "$/M tok", users ? "$/user/mo" : "", "binds",
+                 "costs from", "at p90 model error"});
     int rank_no = 0;
     for (std::size_t i : ok) {
       if (rank_no >= o.top) break;
@@ -463,7 +466,8 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
              units::format_time(e.result.tpot.p95), bound_use_text(e.verdict), headroom_text(c.headroom),
              fmt("%.0f", e.output_throughput()),
              fmt("%.2f", usd_h), price_provenance(prices, c.card), mtok_h > 0 ? fmt("%.3f", usd_h / mtok_h) : "-",
-             users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds});
+             users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds, option_cost_source_text(base, c),
+             option_model_error_margin(base, c).text()});
     }
     if (ok.empty()) {
       text << (live.empty() ? "  fits on no candidate: none fits in memory (reasons below)\n"
@@ -489,7 +493,11 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
             "less certain than its interval says. 'of bound': each SLO's 95% interval upper end as a share of its bound. "
             "'more load': the extra load the same cluster still met every SLO at, and the SLO that failed first above "
             "it ('?': inconclusive there): whole-cluster runs at 1.25, 1.6, 2.5 and 4x the load measuring "
-         << headroom_window << " (the search's window), then two bisection steps ('>=': met at 4x).\n";
+         << headroom_window << " (the search's window), then two bisection steps ('>=': met at 4x).\n"
+         << "  'costs from': whether the card's step costs rest on its measured kernel tables (calibration/kernels) or "
+            "on the datasheet roofline alone. 'at p90 model error': whether every TTFT, TPOT/ITL and E2E SLO still holds "
+            "when its 95% interval upper end is made worse by capsim's out-of-fold p90 error for the option's class "
+            "(latency x (1 + p90) <= bound; calibration/model-error.yaml, docs/data-formats.md#model-error).\n";
     // Verification can confirm more options than the table shows (a round verifies several at
     // once); they are in the JSON's options[], and named here so that every candidate is
     // accounted for in the text too.

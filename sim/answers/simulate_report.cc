@@ -1,4 +1,6 @@
 #include "sim/answers/simulate_report.h"
+#include "sim/answers/model_error_answer.h"
+#include "sim/scenario/model_error.h"
 
 #include "sim/plan/search.h"
 
@@ -272,6 +274,7 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
                                      {"evicted_blocks", f.cpu_evictions},
                                      {"refused_blocks", f.cpu_refused_blocks}};
   }
+  j["capsim"]["model_error"] = model_error_json(b.config.groups.front().deployment);
   if (b.config.decode_pool && r.pd) {
     const ReplicaGroup& g = b.config.decode_pool->groups.front();
     const Deployment& dd = g.deployment;
@@ -395,6 +398,9 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
        << f.lora_loads << " loads to GPU, " << f.lora_host_misses << " host-cache misses\n";
   }
   print_steady_state(os, r.steady);
+  // capsim's own error beside the interval above: that interval is the simulation's noise, this
+  // is how far capsim has been from real servers of the scenario's class (the first group's).
+  os << "  " << model_error_line(d) << "\n";
   if (!spec.slos.empty()) {
     os << "\n";
     TextTable s(slo_row_headings());

@@ -1,4 +1,5 @@
 #include "sim/check/assumptions.h"
+#include "sim/check/model_error_requirement.h"
 
 #include <algorithm>
 #include <chrono>
@@ -745,7 +746,8 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
                                             scenario::cards(), price_overrides);
     return out;
   }
-  check_keys(root, path, {"description", "prices", "assertions"});
+  check_keys(root, path, {"description", "prices", "require_model_error", "assertions"});
+  out.require_model_error = parse_require_model_error(root, path);
   const std::string base_dir = fs::path(path).parent_path().string();
   if (root["description"]) out.description = scalar(root["description"], path + ": description");
   std::string pf = prices_file;
@@ -819,10 +821,12 @@ CheckOutcome run_checks(const Assumptions& a,
   out.assertions.resize(a.assertions.size());
   std::mutex m;
   std::size_t done = 0;
+  const scenario::ModelErrorTable* errors = scenario::model_errors();  // a bad file throws here, before any run
   plan::run_parallel(
       a.assertions.size(), plan::default_threads(),
       [&](std::size_t i) {
         out.assertions[i] = run_one(a.assertions[i], a.prices, a.max_duration_s, a.replications);
+        apply_model_error(out.assertions[i], a.require_model_error, errors);
         if (on_done) {
           std::lock_guard<std::mutex> lock(m);
           on_done(out.assertions[i], ++done, a.assertions.size());
@@ -866,6 +870,7 @@ nlohmann::json check_json(const CheckOutcome& c) {
     list.push_back({{"name", a.name}, {"description", a.description}, {"scenario", a.scenario},
                     {"passed", a.passed()}, {"seconds", a.seconds}, {"runs_extended", a.extensions},
                     {"checks", rows}});
+    if (!a.model_error_json.is_null()) list.back()["model_error"] = a.model_error_json;
   }
   j["assertions"] = list;
   return j;

@@ -70,6 +70,9 @@ struct Assumptions {
   // `capsim check --replications N`: SLOs are decided from N independent runs (seeds seed ..
   // seed + N - 1, run in parallel; deterministic) instead of one run's batch means.
   int replications = 1;
+  // `require_model_error: p90`: an SLO passes only if it also holds at capsim's p90 model error
+  // for the scenario's class (sim/check/model_error_requirement.h).
+  bool require_model_error = false;
   std::string description;
   std::vector<Assertion> assertions;
   PriceBook prices;
@@ -114,6 +117,10 @@ struct AssertionOutcome {
   std::shared_ptr<const scenario::ScenarioSpec> spec;
   std::shared_ptr<const scenario::BuiltScenario> built;
   std::shared_ptr<const SimulationResult> result;
+  // The model error of the scenario's class (scenario::model_error_line, model_error_json with
+  // "required"); empty / null when no simulation ran.
+  std::string model_error_text;
+  nlohmann::json model_error_json;
 };
 
 // "PASS", "FAIL" or "INCONCLUSIVE".

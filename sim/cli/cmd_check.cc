@@ -72,6 +72,12 @@ int run_check(const CheckOptions& o) {
       }
     }
   }
+  for (const check::AssertionOutcome& x : c.assertions) {
+    if (!x.model_error_text.empty()) text << "  " << x.name << ": " << x.model_error_text << "\n";
+  }
+  if (a.require_model_error) {
+    text << "  require_model_error: p90: an SLO passes only if latency x (1 + p90) stays within its bound\n";
+  }
   text << "  " << (c.passed() ? "all " + std::to_string(c.tests) + " checks hold"
                               : std::to_string(c.failures) + " of " + std::to_string(c.tests) + " checks fail, " +
                                     std::to_string(c.inconclusive) + " inconclusive")

@@ -1,4 +1,5 @@
 #include "sim/scenario/scenario.h"
+#include "sim/scenario/model_error.h"
 
 #include <algorithm>
 #include <cctype>
@@ -645,6 +646,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
   BuiltScenario b;
   SimulationConfig& c = b.config;
   find_serving_model(s.serving, s.where("--serving"));
+  model_errors();  // every answer reports it: a bad calibration/model-error.yaml stops before the run
   c.groups = resolve_groups(s);
   if (s.serving == "pd-disaggregated") c.decode_pool = resolve_decode_pool(s);
   // Speculative acceptance draws replay from the scenario's seed.

@@ -225,6 +225,13 @@ function moreLoadTitle(h) {
   return `the scenario: ${at(h.load)}; every SLO met at ${at(h.max_load_met)}; ${above} (${h.runs} runs of ${h.measured_window} each)`;
 }
 
+// The numbers behind plan's 'at p90 model error' cell: each SLO's latency, its p90 error, the two
+// multiplied and the bound (docs/data-formats.md#model-error).
+function modelErrorTitle(me) {
+  return me.slos.map((s) => (s.p90 == null ? `${s.slo}: no model error for ${me.class.label}`
+    : `${s.slo}: ${ms(s.latency_s * 1000)} x ${(1 + s.p90).toFixed(2)} = ${ms(s.with_error_s * 1000)} against ${ms(s.bound_s * 1000)}`)).join('\n');
+}
+
 function drawChart(id, config) {
   charts[id]?.destroy();
   charts[id] = new Chart($(id), { ...config, options: { animation: false, responsive: true, ...config.options } });
@@ -250,7 +257,9 @@ function renderPlan(plan, choice) {
       ['bound', boundUseText(o.headroom.slos), boundUseTitle(o.headroom.slos)],
       ['load', moreLoadText(o.headroom.load), moreLoadTitle(o.headroom.load)],
       ['usd', o.usd_per_hour.toFixed(2)], ['usd-per-mtok', o.usd_per_million_output_tokens.toFixed(3)],
-      ['binds', fewer ? `${fewer.worst_slo} with ${fewer.replicas} (${fewer.binding_resource})` : o.result.binding_resource]];
+      ['binds', fewer ? `${fewer.worst_slo} with ${fewer.replicas} (${fewer.binding_resource})` : o.result.binding_resource],
+      ['cost-source', o.model_error.cost_source === 'measured' ? 'measured tables' : 'roofline', o.model_error.class.label],
+      ['model-error', o.model_error.text, modelErrorTitle(o.model_error)]];
     for (const [col, text, title] of cells) {
       const td = document.createElement('td');
       td.dataset.col = col;

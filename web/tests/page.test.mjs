@@ -126,7 +126,8 @@ async function postPlan(body) {
 async function checkReasons(page, what, planRequest) {
   const rows = await page.$$eval('#plan-table tbody tr', (trs) => trs.map((r) => {
     const cell = (col) => r.querySelector(`[data-col=${col}]`);
-    return { option: r.dataset.option, data: cell('data').textContent, dataTitle: cell('data').title, bound: cell('bound').textContent, load: cell('load').textContent };
+    return { option: r.dataset.option, data: cell('data').textContent, dataTitle: cell('data').title, bound: cell('bound').textContent, load: cell('load').textContent,
+      costSource: cell('cost-source').textContent, modelError: cell('model-error').textContent };
   }));
   const plan = await postPlan(planRequest);
   const labelOf = (o) => `${o.replicas}x ${o.card}${o.tp > 1 ? ` tp${o.tp}` : ''} ${o.weights}${o.kv_cache === 'fp8' ? ' kv-fp8' : ''}`;
@@ -140,6 +141,10 @@ async function checkReasons(page, what, planRequest) {
     const cd = o.card_data;
     check(r.data === cd.efficiencies && r.dataTitle === `${cd.card_class}: ${cd.basis}` && cd.basis.length > 0,
       `${what}: ${r.option} data "${r.data}" (${r.dataTitle}) is the plan's ${cd.efficiencies} (${cd.card_class}: ${cd.basis})`);
+    const me = o.model_error;
+    check(r.costSource === (me.cost_source === 'measured' ? 'measured tables' : 'roofline') && r.modelError === me.text &&
+      (me.holds_at_p90 === true) === (me.text === 'holds'),
+    `${what}: ${r.option} costs from "${r.costSource}", at p90 model error "${r.modelError}" are the plan's ${me.cost_source}, ${me.text}`);
     const shown = Object.fromEntries([...r.bound.matchAll(/(\w+) (\d+)%/g)].map((m) => [m[1], Number(m[2])]));
     const expected = Object.fromEntries(o.headroom.slos.map((d) => [d.slo.split('_')[0], Math.round(100 * d.upper_share_of_bound)]));
     check(Object.keys(expected).length > 0 && JSON.stringify(shown) === JSON.stringify(expected),

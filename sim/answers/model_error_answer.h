@@ -1,0 +1,28 @@
+// The model error (sim/scenario/model_error.h) as the answers report it: beside a simulation's
+// own interval in `simulate`, `capacity` and `check`, and per option in `plan` with whether the
+// option still meets its SLOs at the class's p90 error (sim/plan/model_error_margin.h).
+// JSON shapes: docs/json-output.md#model-error.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/plan/model_error_margin.h"
+#include "sim/plan/planner.h"
+#include "sim/scenario/scenario.h"
+
+namespace capsim::scenario {
+
+// {"class": {cost_source, engine, architecture, label}, "file", "date", "min_runs",
+//  "metrics": {"ttft": {p50, p90, bias, runs, pooled_over}, ...}}; "file" null without a table.
+nlohmann::json model_error_json(const Deployment& d);
+
+// An option of `plan`: "measured tables" or "roofline" (its card's step costs).
+std::string option_cost_source_text(const ScenarioSpec& base, const plan::Candidate& c);
+// Whether the option's verified run holds at its class's p90 error.
+plan::ModelErrorMargin option_model_error_margin(const ScenarioSpec& base, const plan::Candidate& c);
+// {"cost_source", "class", "holds_at_p90", "rule", "slos": [{slo, bound_s, latency_s, p90, with_error_s, holds}]}
+nlohmann::json option_model_error_json(const ScenarioSpec& base, const plan::Candidate& c);
+nlohmann::json margin_json(const plan::ModelErrorMargin& m);
+
+}  // namespace capsim::scenario
