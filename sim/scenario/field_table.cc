@@ -13,7 +13,9 @@ namespace {
 
 std::string whole_text(double v) { return std::to_string(static_cast<long long>(v)); }
 
+// As the messages write bounds: whole numbers in full ("1000000"), others as %g.
 std::string number_text(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return whole_text(v);
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
@@ -253,7 +255,7 @@ ojson field_schema(const std::vector<SectionDoc>& sections, const FieldDoc& r) {
     case FieldType::kIgnored: break;
   }
   std::string d = r.doc;
-  if (const std::string a = accepted_words(r); !a.empty() && r.type != FieldType::kSection) d += ". Accepted: " + a;
+  if (const std::string a = accepted_words(r); !a.empty() && !r.section) d += ". Accepted: " + a;
   if (*r.unit) d += ". Unit: " + std::string(r.unit);
   if (*r.default_text) d += ". Default: " + std::string(r.default_text);
   if (*r.flag) d += ". Flag: " + std::string(r.flag);

@@ -158,7 +158,7 @@ const Row kWorkloadFields[] = {
       .doc = "the gamma shape of arrivals (vLLM --burstiness); other than 1 makes poisson gamma, refused with "
              "constant or offline",
       .default_text = "1", .lo = 0, .lo_open = true, .range_error = "must be > 0 (the gamma shape)",
-      .accepted = "0.01..100", .flag = "--burstiness", .origin = true},
+      .accepted = "0.01..100 when the run is built", .flag = "--burstiness", .origin = true},
      [](ScenarioSpec& s, const FieldValue& v) { s.burstiness = v.number; }},
     {{.key = "prompt_tokens", .type = T::kDistribution, .doc = "prompt length", .default_text = "512", .unit = "tokens",
       .flag = "--input-tokens", .origin = true},
