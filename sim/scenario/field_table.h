@@ -4,9 +4,10 @@
 // reference in docs/data-formats.md (`capsim list scenario-fields`) and the HTTP API's schema
 // of a scenario body (sim/server/openapi.cc) are written from them, so neither can drift.
 //
-// Contract: read_fields throws capsim::Error naming `where` (file and dotted field), what was
-// wrong and what is accepted, before any row of the section is applied past the failing one;
-// an unknown key is refused with every accepted key listed in row order.
+// Contract: read_fields throws capsim::Error naming the file and dotted field, what was wrong
+// and what is accepted; rows before the failing one may have been applied, so a caller drops
+// the target on error. An unknown key is refused before any row is read, with every accepted
+// key listed in row order; a required row missing, likewise. Rows are applied in row order.
 #pragma once
 
 #include <limits>
