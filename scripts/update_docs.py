@@ -27,6 +27,14 @@ Two kinds of marker, in docs/*.md and README.md:
    `time` for a value in milliseconds written as capsim writes times (`2.38 s`, `215.40 ms`).
    Each command runs once however many values quote it.
 
+3. Markdown that a command writes (docs/data-formats.md#scenario-fields): the lines between
+
+    <!-- capsim-markdown: list scenario-fields -->
+    <!-- /capsim-markdown -->
+
+   are what `build/capsim list scenario-fields` prints, inserted as Markdown (the test that the
+   command's own code holds, tests/scenario/scenario_fields_test.cc, fails when they differ).
+
 tests/cli/docs_output_test.cc runs every such command and fails when a block or a value differs
 (it evaluates PATH and FORMAT by the same rules); this script rewrites the blocks and values from
 the current build:
@@ -42,6 +50,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^<!-- capsim-output: (.*) -->$")
+MARKDOWN = re.compile(r"^<!-- capsim-markdown: (.*) -->$")
+MARKDOWN_END = "<!-- /capsim-markdown -->"
 VALUE = re.compile(r"<!-- capsim-value: (.*?) -->(.*?)<!-- /capsim-value -->")
 
 
@@ -131,6 +141,15 @@ def update(path, binary, cache):
             if body != lines[i + 2:end]:
                 changed += 1
             out.extend(["```text"] + body + ["```"])
+            i = end + 1
+            continue
+        m = MARKDOWN.match(lines[i])
+        if m and MARKDOWN_END in lines[i + 1:]:
+            end = lines.index(MARKDOWN_END, i + 1)
+            body = run(binary, m.group(1)).rstrip("\n").split("\n")
+            if body != lines[i + 1:end]:
+                changed += 1
+            out.extend(body + [MARKDOWN_END])
             i = end + 1
             continue
         i += 1

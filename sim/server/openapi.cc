@@ -1,6 +1,11 @@
 // The OpenAPI 3.0 document of `capsim serve` (GET /openapi.json). Response schemas name the
-// JSON documented in docs/json-output.md rather than repeating every field here.
+// JSON documented in docs/json-output.md rather than repeating every field here; the scenario
+// body's schema comes from the scenario reader's tables (sim/scenario/scenario_fields.h).
 #include "sim/server/api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sim/scenario/scenario_fields.h"
 
 namespace capsim::server {
 namespace {
@@ -32,25 +37,6 @@ const char* const kOpenApi = R"json({
   },
   "components": {
     "schemas": {
-      "Scenario": {
-        "type": "object",
-        "description": "docs/scenarios.md. The server takes catalogue names only (no file paths, traces or empirical distributions).",
-        "properties": {
-          "name": {"type": "string"},
-          "model": {"type": "string", "example": "llama-3.1-8b"},
-          "deployment": {"oneOf": [{"type": "object"}, {"type": "array"}], "example": {"card": "h100-sxm", "tp": 1, "replicas": 1}},
-          "engine": {"oneOf": [{"type": "string"}, {"type": "object"}]},
-          "router": {"type": "string"},
-          "serving": {"type": "string", "enum": ["aggregated", "pd-disaggregated"]},
-          "disaggregation": {"type": "object", "description": "docs/deployment-options.md#prefilldecode-disaggregation",
-            "example": {"prefill": {"card": "h100-sxm", "tp": 2, "replicas": 3}, "decode": {"card": "h100-sxm", "tp": 2, "replicas": 1}, "kv_link": "ib-ndr-400"}},
-          "workload": {"type": "object", "example": {"users": 100, "think_time": "exponential:20s", "duration": "10min", "warmup": "2min"}},
-          "slo": {"type": "object", "example": {"ttft_p95": "1s", "tpot_p95": "100ms"}},
-          "speculative": {"type": "object", "description": "docs/deployment-options.md#speculative-decoding", "example": {"method": "eagle3", "num_speculative_tokens": 3, "acceptance": 0.65}},
-          "lora": {"type": "object", "description": "docs/deployment-options.md#multi-lora-serving", "example": {"max_loras": 8, "max_lora_rank": 16, "adapters": 100, "distribution": "zipf:1.0"}},
-          "seed": {"type": "integer"}
-        }
-      },
       "Error": {"type": "object", "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}, "required": ["error", "status"]}
     },
     "requestBodies": {
@@ -90,7 +76,15 @@ const char* const kOpenApi = R"json({
 }  // namespace
 
 const std::string& openapi_json() {
-  static const std::string text = kOpenApi;
+  // The scenario body's schema is written from the tables the scenario reader reads with.
+  static const std::string text = [] {
+    nlohmann::ordered_json doc = nlohmann::ordered_json::parse(kOpenApi);
+    nlohmann::ordered_json scenario = scenario::scenario_json_schema();
+    scenario["description"] = "docs/data-formats.md#scenario-fields. The server takes catalogue names only (no file "
+                              "paths, traces or empirical distributions).";
+    doc["components"]["schemas"]["Scenario"] = std::move(scenario);
+    return doc.dump(2) + "\n";
+  }();
   return text;
 }
 
