@@ -35,7 +35,10 @@ const SYSTEMS = {
   h100_sxm: 'h100-sxm',
   h200_sxm: 'h200',
   b200_sxm: 'b200',
+  b300_sxm: 'b300',
+  gb200: 'gb200',  // one GPU of a GB200 NVL72 (the card file is per GPU)
   l40s: 'l40s',
+  rtx_pro_6000_server: 'rtx-pro-6000',  // RTX PRO 6000 Blackwell Server Edition
 }
 
 // AIConfigurator dtype -> capsim precision name; others (fp8_block, ...) are not imported.

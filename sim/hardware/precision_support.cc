@@ -42,6 +42,13 @@ const std::vector<ArchitectureSupport> kTable = {
     {"cdna3", "-", true, true, false, false, false, false, false, true,
      "vLLM supported_hardware.html (AMD GPU column: FP8 W8A8 yes; AWQ, GPTQ, Marlin, INT8 W8A8 "
      "no; UNVERIFIED line by line); quantized_kvcache.html: fp8 KV cache on ROCm"},
+    // CDNA4 (MI355X): as CDNA3, plus FP4 matrix math: CDNA 4 multiplies the OCP MXFP4/MXFP6
+    // formats natively (AMD CDNA 4 whitepaper; ROCm gpu-specs, gfx950), and vLLM's gpt-oss
+    // recipe runs the MXFP4 checkpoints on MI355X. UNVERIFIED line by line, as the CDNA3 row.
+    {"cdna4", "-", true, true, false, false, false, true, false, true,
+     "vLLM supported_hardware.html (AMD GPU column: FP8 W8A8 yes; AWQ, GPTQ, Marlin, INT8 W8A8 "
+     "no; UNVERIFIED line by line); MXFP4 on CDNA 4 (gfx950) matrix cores (AMD CDNA 4 "
+     "architecture whitepaper); quantized_kvcache.html: fp8 KV cache on ROCm"},
     // x86 CPU (Sapphire Rapids server): AWQ, GPTQ, INT8 W8A8 yes; FP8 no [vllm-hw x86 column];
     // bf16 through AMX. FP8 KV cache on CPU: UNVERIFIED, refused.
     {"sapphire-rapids", "-", true, false, false, true, true, false, false, false,

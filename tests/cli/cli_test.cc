@@ -183,9 +183,9 @@ TEST_CASE("cli: bad input exits 2 with a message naming the flag and what is acc
     CHECK(r.out.empty());
     CHECK(r.err ==
           "capsim: error: --card: unknown card 'h100-sxx'; did you mean: h100-sxm?; accepted: a10, "
-          "a100-40gb-pcie, a100-40gb-sxm, a100-80gb-pcie, a100-80gb-sxm, a10g, b200, "
-          "cpu-server-ddr5, h100-nvl, h100-pcie, h100-sxm, h200, l4, l40s, mi300x, rtx-3090, "
-          "rtx-4090, t4\n");
+          "a100-40gb-pcie, a100-40gb-sxm, a100-80gb-pcie, a100-80gb-sxm, a10g, b200, b300, "
+          "cpu-server-ddr5, gb200, h100-nvl, h100-pcie, h100-sxm, h200, l4, l40s, mi300x, mi325x, "
+          "mi355x, rtx-3090, rtx-4090, rtx-pro-6000, t4\n");
   }
   SECTION("an unknown model") {
     const Result r = run_capsim("fit --model phi-3-mino --card h100-sxm");
@@ -238,12 +238,14 @@ TEST_CASE("cli: bad input exits 2 with a message naming the flag and what is acc
   }
 }
 
-TEST_CASE("cli: list cards lists all 18 cards", "[cli]") {
+// 23 since issue 32 added b300, gb200, mi325x, mi355x and rtx-pro-6000.
+TEST_CASE("cli: list cards lists all 23 cards", "[cli]") {
   const std::vector<std::string> expected = {
-      "a10",       "a100-40gb-pcie", "a100-40gb-sxm",   "a100-80gb-pcie", "a100-80gb-sxm",
-      "a10g",      "b200",           "cpu-server-ddr5", "h100-nvl",       "h100-pcie",
-      "h100-sxm",  "h200",           "l4",              "l40s",           "mi300x",
-      "rtx-3090",  "rtx-4090",       "t4"};
+      "a10",       "a100-40gb-pcie", "a100-40gb-sxm", "a100-80gb-pcie", "a100-80gb-sxm",
+      "a10g",      "b200",           "b300",          "cpu-server-ddr5", "gb200",
+      "h100-nvl",  "h100-pcie",      "h100-sxm",      "h200",           "l4",
+      "l40s",      "mi300x",         "mi325x",        "mi355x",         "rtx-3090",
+      "rtx-4090",  "rtx-pro-6000",   "t4"};
   const Result r = run_capsim("list cards");
   REQUIRE(r.status == 0);
   std::vector<std::string> listed;
@@ -265,10 +267,11 @@ TEST_CASE("cli: list cards lists all 18 cards", "[cli]") {
     CHECK(cards_json[i].at("name").get<std::string>() == expected[i]);
   }
   // Each card's class from its file (what plan --card-class selects on; the web page's "datacenter
-  // cards only" reads it here): the GeForce cards are consumer, the rest datacenter.
+  // cards only" reads it here): the GeForce cards are consumer, the rest datacenter (the RTX PRO
+  // 6000 Server Edition, issue 32, included).
   for (const auto& c : cards_json) {
     const std::string name = c.at("name").get<std::string>();
-    CHECK(c.at("card_class") == (name.rfind("rtx-", 0) == 0 ? "consumer" : "datacenter"));
+    CHECK(c.at("card_class") == (name == "rtx-3090" || name == "rtx-4090" ? "consumer" : "datacenter"));
   }
 }
 

@@ -65,3 +65,11 @@ TEST_CASE("roofline says where its linear layers' times come from", "[cli][kerne
     CHECK(j["groups"][0]["seconds"].get<double>() == Approx(636.8e-6).epsilon(1e-9));
   }
 }
+
+TEST_CASE("roofline takes b300's linear layers from its measured table when the tables are on",
+          "[cli][kernels][issue32]") {
+  const auto r = run_capsim(
+      "--measured-kernels roofline --model llama-3.1-8b --card b300 --batch 1 --context 1024 --json -");
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["gemm_source"] == "measured: b300 vllm 0.24.0 GEMM table (bf16)");
+}

@@ -201,3 +201,29 @@ TEST_CASE("the shipped tables cover the five cards of issue 32 with their proven
     CHECK(t->info().framework.rfind("vllm ", 0) == 0);
   }
 }
+
+TEST_CASE("the shipped tables of b300, gb200 and rtx-pro-6000 are AIConfigurator's vLLM 0.24.0 GEMMs",
+          "[kernels][issue32]") {
+  // Issue 32's new NVIDIA cards: bf16, fp8 and nvfp4 GEMM tables each, imported at the same
+  // commit as the other cards', with the GPU's own name as AIConfigurator recorded it.
+  const struct {
+    const char* card;
+    const char* device;
+  } expected[] = {{"b300", "NVIDIA B300 SXM6 AC"},
+                  {"gb200", "NVIDIA GB200"},
+                  {"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition"}};
+  for (const auto& e : expected) {
+    INFO(e.card);
+    const Card& c = cards().find(e.card);
+    REQUIRE(c.measured_kernels);
+    for (Precision p : {Precision::kBf16, Precision::kFp8, Precision::kNvfp4}) {
+      INFO(precision_name(p));
+      const MeasuredGemmTable* t = c.measured_kernels->gemm(p);
+      REQUIRE(t);
+      CHECK(t->info().card == e.card);
+      CHECK(t->info().device == e.device);
+      CHECK(t->info().framework == "vllm 0.24.0");
+      CHECK(t->info().source.rfind("github.com/ai-dynamo/aiconfigurator@095f58a51c4ca8e61b66ec108d86f223f8d559ce", 0) == 0);
+    }
+  }
+}

@@ -72,12 +72,14 @@ std::string with(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-TEST_CASE("cards: the catalogue holds the 18 cards, one per file", "[hardware][cards]") {
+// 23 since issue 32 added b300, gb200, mi325x, mi355x and rtx-pro-6000 (tests/hardware/issue32_cards_test.cc).
+TEST_CASE("cards: the catalogue holds the 23 cards, one per file", "[hardware][cards]") {
   const std::vector<std::string> expected = {
-      "a10",       "a100-40gb-pcie", "a100-40gb-sxm",   "a100-80gb-pcie", "a100-80gb-sxm",
-      "a10g",      "b200",           "cpu-server-ddr5", "h100-nvl",       "h100-pcie",
-      "h100-sxm",  "h200",           "l4",              "l40s",           "mi300x",
-      "rtx-3090",  "rtx-4090",       "t4"};
+      "a10",       "a100-40gb-pcie", "a100-40gb-sxm", "a100-80gb-pcie", "a100-80gb-sxm",
+      "a10g",      "b200",           "b300",          "cpu-server-ddr5", "gb200",
+      "h100-nvl",  "h100-pcie",      "h100-sxm",      "h200",           "l4",
+      "l40s",      "mi300x",         "mi325x",        "mi355x",         "rtx-3090",
+      "rtx-4090",  "rtx-pro-6000",   "t4"};
   CHECK(catalogue().names() == expected);  // sorted by file name
   for (const Card& c : catalogue().cards()) {
     INFO(c.name);
@@ -179,8 +181,9 @@ TEST_CASE("cards: an unknown card suggests the near names and lists the accepted
   // limit of max(2, 8 / 3) = 2, and every other name is further.
   CHECK(error_of([] { catalogue().find("h100-sxx"); }) ==
         "unknown card 'h100-sxx'; did you mean: h100-sxm?; accepted: a10, a100-40gb-pcie, "
-        "a100-40gb-sxm, a100-80gb-pcie, a100-80gb-sxm, a10g, b200, cpu-server-ddr5, h100-nvl, "
-        "h100-pcie, h100-sxm, h200, l4, l40s, mi300x, rtx-3090, rtx-4090, t4");
+        "a100-40gb-sxm, a100-80gb-pcie, a100-80gb-sxm, a10g, b200, b300, cpu-server-ddr5, gb200, "
+        "h100-nvl, h100-pcie, h100-sxm, h200, l4, l40s, mi300x, mi325x, mi355x, rtx-3090, rtx-4090, "
+        "rtx-pro-6000, t4");
   // Nothing near: no "did you mean".
   CHECK(error_of([] { catalogue().find("zzzzzzzzzzzz"); }).rfind(
             "unknown card 'zzzzzzzzzzzz'; accepted: a10, ", 0) == 0);

@@ -242,7 +242,12 @@ TEST_CASE("plan --datacenter-only and --card-class: only the cards of those clas
     }
     CHECK(cards_of(p.json) == want);
     CHECK(want.count("rtx-3090") == (cls == "consumer" ? 1u : 0u));
-    if (cls == "datacenter") CHECK_FALSE(has(p.text, "rtx-"));
+    // The GeForce cards stay out; rtx-pro-6000 (the RTX PRO 6000 Server Edition, issue 32) is a
+    // data-centre card and may appear.
+    if (cls == "datacenter") {
+      CHECK_FALSE(has(p.text, "rtx-3090"));
+      CHECK_FALSE(has(p.text, "rtx-4090"));
+    }
   }
   const auto bad = run_capsim("plan " + kLight + " --rate 2 --slo 'ttft_p95<=1s' --card-class gaming");
   CHECK(bad.status == 2);
@@ -295,5 +300,8 @@ TEST_CASE("plan --explain: a card it cannot explain is bad input naming the acce
   const auto excluded = run_capsim(args + "--datacenter-only --explain rtx-3090");
   CHECK(excluded.status == 2);
   CHECK(has(excluded.err, "--explain: rtx-3090 is not among the cards searched (--cards, --card-class); accepted: "));
-  CHECK_FALSE(has(excluded.err.substr(excluded.err.find("accepted: ")), "rtx-"));
+  // No GeForce card among the accepted (the data-centre rtx-pro-6000 is one of them).
+  CHECK_FALSE(has(excluded.err.substr(excluded.err.find("accepted: ")), "rtx-3090"));
+  CHECK_FALSE(has(excluded.err.substr(excluded.err.find("accepted: ")), "rtx-4090"));
+  CHECK(has(excluded.err.substr(excluded.err.find("accepted: ")), "rtx-pro-6000"));
 }
