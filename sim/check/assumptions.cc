@@ -717,9 +717,13 @@ double parse_tolerance(const std::string& text, const std::string& where) {
   return percent ? v / 100 : v;
 }
 
-Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
-                             const std::vector<std::string>& price_overrides) {
-  const YamlDoc doc = YamlDoc::load(path);
+namespace {
+
+// load_assumptions and assumptions_from_text: `doc` read from a file (`from_file`, its folder
+// `base_dir`) or from text named by doc.path().
+Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string& base_dir,
+                           const std::string& prices_file, const std::vector<std::string>& price_overrides) {
+  const std::string& path = doc.path();
   const YAML::Node& root = doc.root();
   Assumptions out;
   out.path = path;
@@ -728,7 +732,11 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     // A scenario file: one assertion, its own SLOs, checked with their intervals.
     Assertion a;
     a.where = path;
-    scenario::load_scenario_file(path, a.spec);
+    if (from_file) {
+      scenario::load_scenario_file(path, a.spec);
+    } else {
+      scenario::apply_scenario_yaml(root, path, path + ": ", base_dir, a.spec);
+    }
     a.name = a.spec.name;
     a.description = a.spec.description;
     if (a.spec.slos.empty()) {
@@ -746,7 +754,6 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     return out;
   }
   check_keys(root, path, {"description", "prices", "assertions"});
-  const std::string base_dir = fs::path(path).parent_path().string();
   if (root["description"]) out.description = scalar(root["description"], path + ": description");
   std::string pf = prices_file;
   if (pf.empty() && root["prices"]) {
@@ -803,6 +810,18 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     out.assertions.push_back(std::move(a));
   }
   return out;
+}
+
+}  // namespace
+
+Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
+                             const std::vector<std::string>& price_overrides) {
+  return assumptions_of(YamlDoc::load(path), true, fs::path(path).parent_path().string(), prices_file, price_overrides);
+}
+
+Assumptions assumptions_from_text(const std::string& text, const std::string& label, const std::string& prices_file,
+                                  const std::vector<std::string>& price_overrides) {
+  return assumptions_of(YamlDoc::parse(text, label), false, "", prices_file, price_overrides);
 }
 
 const char* row_status(const Row& r) { return r.passed ? "PASS" : r.inconclusive ? "INCONCLUSIVE" : "FAIL"; }
