@@ -255,13 +255,10 @@ const std::string kHello = R"({"messages": [{"role": "user", "content": "Hi"}], 
 
 }  // namespace
 
-TEST_CASE("emulate server: bodies past the size and depth limits are refused, and streams go on", "[emulate][hostile]") {
+TEST_CASE("emulate server: bodies past the depth limit are refused, and streams go on", "[emulate][hostile]") {
+  // The size limit (413), the read timeout and the connection cap: tests/http/hostile_front_ends_test.cc.
   Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --max-body 64");
   const unsigned short port = emu.port();
-  // 64 KiB allowed: 100 KiB is 413 (on 64e18c4 up to 64 MiB were read and parsed).
-  const auto big = raw_exchange(port, chat_post("{\"x\": \"" + std::string(100 * 1024, 'a') + "\"}"));
-  CHECK(big.first == 413);
-  CHECK_THAT(big.second, Catch::Contains("capsim emulate --max-body"));
   // Nested 20000 deep in a field nobody reads: refused by its depth, not parsed.
   const std::string deep = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"x\": " + std::string(20000, '[') +
                            std::string(20000, ']') + "}";
@@ -284,29 +281,6 @@ TEST_CASE("emulate server: pages of other sites cannot use it; --api-key guards 
   CHECK(raw_exchange(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").first == 200);
   const auto bad_bytes = raw_exchange(port, "GET /\xff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   CHECK(bad_bytes.first == 404);
-}
-
-TEST_CASE("emulate server: half-sent requests time out, and at the cap a new client takes a slow one's place", "[emulate][hostile]") {
-  // On 64e18c4 the emulator had neither a read timeout nor a connection cap.
-  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --read-timeout 1 --max-connections 4");
-  const unsigned short port = emu.port();
-  net::io_context io;
-  std::vector<tcp::socket> slow;
-  for (int i = 0; i < 4; ++i) {
-    slow.push_back(connect(io, port));
-    net::write(slow.back(), net::buffer(std::string("POST /v1/chat/completions HTTP/1.1\r\nHo")));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  CHECK(raw_exchange(port, chat_post(kHello)).first == 200);
-  CHECK(raw_exchange(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").first == 200);
-  // Past the read timeout every slow connection is closed without an answer.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  for (auto& s : slow) {
-    char c;
-    boost::system::error_code ec;
-    s.read_some(net::buffer(&c, 1), ec);
-    CHECK(ec);
-  }
 }
 
 TEST_CASE("emulate server: the same long prompt sent again hits the prefix cache, as on vLLM", "[emulate]") {
