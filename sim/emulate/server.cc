@@ -34,7 +34,6 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::ordered_json;
 
-
 // One request in the simulation, from its arrival to its last token (or its client leaving).
 struct Call {
   std::uint64_t id = 0;

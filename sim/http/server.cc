@@ -68,6 +68,7 @@ class Session : public Exchange, public std::enable_shared_from_this<Session> {
 
   void write(std::string bytes) override {
     if (finished_ || closed_) return;
+    if (queued_bytes_ > state_->limits.max_queued_bytes) return lost();  // it does not read
     queue(std::move(bytes));
   }
 
@@ -152,6 +153,7 @@ class Session : public Exchange, public std::enable_shared_from_this<Session> {
   }
 
   void queue(std::string bytes) {
+    queued_bytes_ += bytes.size();
     outbox_.push_back(std::move(bytes));
     if (!writing_) write_next();
   }
@@ -167,9 +169,11 @@ class Session : public Exchange, public std::enable_shared_from_this<Session> {
       self->writing_ = false;
       if (self->closed_) {
         self->outbox_.clear();
+        self->queued_bytes_ = 0;
         return;
       }
       if (ec) return self->lost();
+      self->queued_bytes_ -= self->outbox_.front().size();
       self->outbox_.pop_front();
       self->write_next();
     });
@@ -203,7 +207,10 @@ class Session : public Exchange, public std::enable_shared_from_this<Session> {
     gone_ = true;
     std::function<void()> told = std::move(on_gone_);
     on_gone_ = nullptr;
-    if (!writing_) outbox_.clear();  // else the write in flight still reads its front; its handler clears
+    if (!writing_) {
+      outbox_.clear();  // else the write in flight still reads its front; its handler clears
+      queued_bytes_ = 0;
+    }
     close_now();
     if (told) told();
   }
@@ -264,6 +271,7 @@ class Session : public Exchange, public std::enable_shared_from_this<Session> {
   bool closed_ = false;  // the socket is closed or closing: nothing more is written
   std::function<void()> on_gone_;
   std::deque<std::string> outbox_;
+  std::size_t queued_bytes_ = 0;  // in outbox_
 };
 
 }  // namespace

@@ -39,6 +39,10 @@ struct ServerLimits {
   unsigned max_connections = 256;
   std::size_t max_header_bytes = 16 * 1024;
   std::size_t max_body_bytes = std::size_t{4} << 20;
+  // A streamed answer whose client reads it slower than it is written (or not at all) is given
+  // up, as if the client had gone, once this much waits to be written beyond the socket's
+  // buffers: a client cannot make the server hold an endless stream in memory.
+  std::size_t max_queued_bytes = std::size_t{4} << 20;
 };
 
 // One request being answered. Every member is for the I/O thread only (post to executor() from
@@ -56,7 +60,8 @@ class Exchange {
   // request when res.keep_alive(), else closes. It must be written within read_timeout_s.
   virtual void respond(Response res) = 0;
   // A streamed answer: bytes (the head, then each piece, already framed) written in order with
-  // no deadline; finish() ends the exchange once they are written.
+  // no deadline (but see ServerLimits::max_queued_bytes); finish() ends the exchange once they
+  // are written.
   virtual void write(std::string bytes) = 0;
   virtual void finish(bool keep_alive) = 0;
   // Pieces queued and not yet written: a stream that may drop pieces drops them for a slow reader.

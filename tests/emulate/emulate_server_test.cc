@@ -283,6 +283,35 @@ TEST_CASE("emulate server: pages of other sites cannot use it; --api-key guards 
   CHECK(bad_bytes.first == 404);
 }
 
+TEST_CASE("emulate server: a stream its client does not read is given up, not held in memory", "[emulate][hostile]") {
+  // 100,000 tokens of ~250 bytes each (25 MB) to a client that reads none: once 4 MiB wait
+  // beyond the sockets' buffers the server treats the client as gone and aborts the request (on
+  // b471ff4 every chunk was queued until the request finished, "length").
+  Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 1000");
+  const unsigned short port = emu.port();
+  net::io_context io;
+  tcp::socket s(io);
+  s.open(tcp::v4());
+  s.set_option(net::socket_base::receive_buffer_size(4096));
+  s.connect({net::ip::address_v4::loopback(), port});
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 100000, "ignore_eos": true, "stream": true})";
+  net::write(s, net::buffer("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string done = "vllm:request_success_total{engine=\"0\",model_name=\"llama-3.1-8b\",finished_reason=";
+  std::string m;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+    m = request(port, http::verb::get, "/metrics").body();
+    if (m.find(done + "\"abort\"} 1") != std::string::npos || m.find(done + "\"length\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(metric(m, done + "\"abort\"}") == 1);
+  CHECK(metric(m, done + "\"length\"}") == 0);
+  // It never read a byte, yet other clients are answered.
+  CHECK(request(port, http::verb::get, "/health").result() == http::status::ok);
+}
+
 TEST_CASE("emulate server: the same long prompt sent again hits the prefix cache, as on vLLM", "[emulate]") {
   // On 64e18c4 every request was unique content: three sends of one 8k-token prompt cost the
   // same and vllm:prefix_cache_hits_total stayed 0.
