@@ -86,7 +86,7 @@ TEST_CASE("http front ends: at the connection cap a client that sends its reques
   });
 }
 
-TEST_CASE("http front ends: a body past --max-body is 413 naming the flag, read before the close; a header past 16 KiB is 431",
+TEST_CASE("http front ends: a body past --max-body is 413 naming the flag and read before the close, a header past 16 KiB 431",
           "[http][server][emulate][hostile]") {
   const std::string which = GENERATE(as<std::string>{}, "serve", "emulate");
   INFO(which);
