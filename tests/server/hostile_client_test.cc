@@ -101,7 +101,7 @@ TEST_CASE("serve: bytes that are not UTF-8 get a JSON 4xx and the server keeps s
   CHECK(http_exchange(srv.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status == 200);
 }
 
-TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type); no CORS is sent", "[server][hostile]") {
+TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type), no CORS is sent", "[server][hostile]") {
   Running srv(small());
   const std::string url = "127.0.0.1:" + std::to_string(srv.port());
   // DNS rebinding: the page's own name, now resolving to 127.0.0.1.
@@ -126,7 +126,7 @@ TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type
   CHECK_FALSE(preflight.cors);
 }
 
-TEST_CASE("serve: --auth-token guards the API; /healthz stays open", "[server][hostile]") {
+TEST_CASE("serve: --auth-token guards the API, /healthz stays open", "[server][hostile]") {
   ServerOptions o = small();
   o.guard.auth_token = "t0ken";
   Running srv(o);

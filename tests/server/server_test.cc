@@ -313,7 +313,7 @@ TEST_CASE("server: plan streams progress events, then the result `capsim plan --
   CHECK(nlohmann::json::parse(json)["options"].size() >= 1);
 }
 
-TEST_CASE("server: capacity and compare answer exactly what the commands print; check answers its JSON", "[server]") {
+TEST_CASE("server: capacity and compare answer exactly what the commands print, check answers its JSON", "[server]") {
   Running srv(small());
   const Reply cap = post(srv.port(), "/v1/capacity",
                          R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}, "workload": {"rate": 1, "duration": "2min"},
