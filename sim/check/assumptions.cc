@@ -719,10 +719,10 @@ double parse_tolerance(const std::string& text, const std::string& where) {
 
 namespace {
 
-// load_assumptions and assumptions_from_text: `doc` read from a file (`from_file`, its folder
-// `base_dir`) or from text named by doc.path().
-Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string& base_dir,
-                           const std::string& prices_file, const std::vector<std::string>& price_overrides) {
+// load_assumptions and assumptions_from_text: `doc` read from a file (`from_file`) or from text
+// named by doc.path() (relative paths in it then resolve against the working folder).
+Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string& prices_file,
+                           const std::vector<std::string>& price_overrides) {
   const std::string& path = doc.path();
   const YAML::Node& root = doc.root();
   Assumptions out;
@@ -735,7 +735,7 @@ Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string
     if (from_file) {
       scenario::load_scenario_file(path, a.spec);
     } else {
-      scenario::apply_scenario_yaml(root, path, path + ": ", base_dir, a.spec);
+      scenario::apply_scenario_yaml(root, path, path + ": ", "", a.spec);
     }
     a.name = a.spec.name;
     a.description = a.spec.description;
@@ -754,6 +754,7 @@ Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string
     return out;
   }
   check_keys(root, path, {"description", "prices", "assertions"});
+  const std::string base_dir = fs::path(path).parent_path().string();
   if (root["description"]) out.description = scalar(root["description"], path + ": description");
   std::string pf = prices_file;
   if (pf.empty() && root["prices"]) {
@@ -816,12 +817,12 @@ Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string
 
 Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
                              const std::vector<std::string>& price_overrides) {
-  return assumptions_of(YamlDoc::load(path), true, fs::path(path).parent_path().string(), prices_file, price_overrides);
+  return assumptions_of(YamlDoc::load(path), true, prices_file, price_overrides);
 }
 
 Assumptions assumptions_from_text(const std::string& text, const std::string& label, const std::string& prices_file,
                                   const std::vector<std::string>& price_overrides) {
-  return assumptions_of(YamlDoc::parse(text, label), false, "", prices_file, price_overrides);
+  return assumptions_of(YamlDoc::parse(text, label), false, prices_file, price_overrides);
 }
 
 const char* row_status(const Row& r) { return r.passed ? "PASS" : r.inconclusive ? "INCONCLUSIVE" : "FAIL"; }
