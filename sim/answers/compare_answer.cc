@@ -232,7 +232,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   if (rows.empty()) throw Error("--deployment: give at least one (or --search-mix); " + std::string(kDeploymentForm));
   // The model every row shares is loaded once here: a bad config is bad input (exit 2), not a
   // row that "fails" (exit 1 when none is best). Precisions were checked by parse_deployment.
-  (void)models().find(base.deployment.model);
+  (void)find_model(base.deployment.model);
   // The first group runs the base scenario's pipeline and data-parallel ranks (scenario.cc
   // build_scenario): its replicas take TP x PP x DP GPUs each.
   const DeploymentSpec& bd = base.deployment;

@@ -718,9 +718,13 @@ double parse_tolerance(const std::string& text, const std::string& where) {
   return percent ? v / 100 : v;
 }
 
-Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
-                             const std::vector<std::string>& price_overrides) {
-  const YamlDoc doc = YamlDoc::load(path);
+namespace {
+
+// load_assumptions and assumptions_from_text: `doc` read from a file (`from_file`) or from text
+// named by doc.path() (relative paths in it then resolve against the working folder).
+Assumptions assumptions_of(const YamlDoc& doc, bool from_file, const std::string& prices_file,
+                           const std::vector<std::string>& price_overrides) {
+  const std::string& path = doc.path();
   const YAML::Node& root = doc.root();
   Assumptions out;
   out.path = path;
@@ -729,7 +733,11 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     // A scenario file: one assertion, its own SLOs, checked with their intervals.
     Assertion a;
     a.where = path;
-    scenario::load_scenario_file(path, a.spec);
+    if (from_file) {
+      scenario::load_scenario_file(path, a.spec);
+    } else {
+      scenario::apply_scenario_yaml(root, path, path + ": ", "", a.spec);
+    }
     a.name = a.spec.name;
     a.description = a.spec.description;
     if (a.spec.slos.empty()) {
@@ -805,6 +813,18 @@ Assumptions load_assumptions(const std::string& path, const std::string& prices_
     out.assertions.push_back(std::move(a));
   }
   return out;
+}
+
+}  // namespace
+
+Assumptions load_assumptions(const std::string& path, const std::string& prices_file,
+                             const std::vector<std::string>& price_overrides) {
+  return assumptions_of(YamlDoc::load(path), true, prices_file, price_overrides);
+}
+
+Assumptions assumptions_from_text(const std::string& text, const std::string& label, const std::string& prices_file,
+                                  const std::vector<std::string>& price_overrides) {
+  return assumptions_of(YamlDoc::parse(text, label), false, prices_file, price_overrides);
 }
 
 const char* row_status(const Row& r) { return r.passed ? "PASS" : r.inconclusive ? "INCONCLUSIVE" : "FAIL"; }

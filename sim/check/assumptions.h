@@ -82,6 +82,10 @@ struct Assumptions {
 // (no `assertions:`, a `workload:`) is checked as one assertion: its own SLOs (`slo: true`).
 Assumptions load_assumptions(const std::string& path, const std::string& prices_file = "",
                              const std::vector<std::string>& price_overrides = {});
+// The same from YAML text already in memory (a server's request body), named `label` in
+// messages; relative paths in it (prices, scenario files) resolve against the working folder.
+Assumptions assumptions_from_text(const std::string& text, const std::string& label, const std::string& prices_file = "",
+                                  const std::vector<std::string>& price_overrides = {});
 
 // A direction for a metric of the simulate JSON by its name: latencies (*_ms), failures and
 // preemptions are worse higher; throughputs, goodput and completions worse lower. nullopt when

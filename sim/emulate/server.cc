@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <deque>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -24,9 +23,7 @@
 #include "sim/emulate/openai_protocol.h"
 #include "sim/emulate/prometheus.h"
 #include "sim/emulate/request_path.h"
-#include "sim/http/connection_table.h"
-#include "sim/http/lingering_close.h"
-#include "sim/http/listener.h"
+#include "sim/http/server.h"
 
 namespace capsim::emulate {
 namespace {
@@ -36,9 +33,6 @@ namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::ordered_json;
-
-class Emulator;
-class Session;
 
 // One request in the simulation, from its arrival to its last token (or its client leaving).
 struct Call {
@@ -51,139 +45,70 @@ struct Call {
   SimTime arrival = 0, first = -1, last = -1;
   std::uint32_t replica = 0;
   std::string text;  // non-streaming: the answer so far
-  std::weak_ptr<Session> session;
+  std::weak_ptr<http::Exchange> session;
   bool done = false;
 };
 
 std::string sse(const json& j) { return "data: " + http::safe_dump(j) + "\n\n"; }
 
-std::chrono::milliseconds millis(double seconds) { return std::chrono::milliseconds(static_cast<long long>(seconds * 1000)); }
+// x-capsim-arrival-s: the simulated time (seconds since the emulator started) at which the
+// request being answered entered the simulation, so that a client can replay exactly the
+// arrivals the emulator saw with `capsim simulate --trace` (docs/emulate.md).
+template <class Message>
+void arrival_header(Message& res, const Call* call) {
+  if (!call) return;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9f", to_seconds(call->arrival));
+  res.set("x-capsim-arrival-s", text);
+}
 
-// One client connection: reads requests one at a time (HTTP/1.1 keep-alive), writes responses
-// through one ordered queue of byte strings (whole responses, or a chunked stream's pieces).
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, Emulator& emulator) : stream_(std::move(socket)), emulator_(emulator) {}
-  ~Session();
-  void start();
+// A whole response to the request of `call` (none: refused before it entered the simulation).
+http::Response response(bhttp::status status, const std::string& content_type, std::string body, bool keep_alive,
+                        const Call* call = nullptr) {
+  http::Response res{status, 11};
+  res.set(bhttp::field::server, "capsim-emulate");
+  res.set(bhttp::field::content_type, content_type);
+  res.keep_alive(keep_alive);
+  arrival_header(res, call);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
 
-  // A whole response; the next request is read once it is queued.
-  void respond(bhttp::status status, const std::string& content_type, std::string body) {
-    bhttp::response<bhttp::string_body> res{status, 11};
-    res.set(bhttp::field::server, "capsim-emulate");
-    res.set(bhttp::field::content_type, content_type);
-    res.keep_alive(keep_alive_);
-    arrival_header(res);
-    res.body() = std::move(body);
-    res.prepare_payload();
-    std::ostringstream os;
-    os << res;
-    queue(os.str());
-    next_request();
-  }
-  void respond_json(int status, const json& body) {
-    respond(static_cast<bhttp::status>(status), "application/json", http::safe_dump(body));
-  }
-  void respond_reply(const Reply& r) { respond(static_cast<bhttp::status>(r.status), r.content_type, r.body); }
-  // Starts a server-sent-event stream (chunked transfer encoding, as vLLM's StreamingResponse).
-  void begin_stream() {
-    bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
-    res.set(bhttp::field::server, "capsim-emulate");
-    res.set(bhttp::field::content_type, "text/event-stream; charset=utf-8");
-    res.keep_alive(keep_alive_);
-    arrival_header(res);
-    res.chunked(true);
-    std::ostringstream os;
-    os << res.base();
-    queue(os.str());
-  }
-  void stream_data(const std::string& data) {
-    queue(beast::buffers_to_string(bhttp::make_chunk(net::buffer(data))));
-  }
-  void end_stream() {
-    queue(beast::buffers_to_string(bhttp::make_chunk_last()));
-    next_request();
-  }
-  // Watches the socket while `call` runs: the client closing it aborts the call.
-  void watch(const std::shared_ptr<Call>& call);
-
- private:
-  // x-capsim-arrival-s: the simulated time (seconds since the emulator started) at which the
-  // request being answered entered the simulation, so that a client can replay exactly the
-  // arrivals the emulator saw with `capsim simulate --trace` (docs/emulate.md).
-  template <class Message>
-  void arrival_header(Message& res) const {
-    if (!current_) return;
-    char text[32];
-    std::snprintf(text, sizeof text, "%.9f", to_seconds(current_->arrival));
-    res.set("x-capsim-arrival-s", text);
-  }
-
-  void read();
-  void on_read(beast::error_code ec);
-  void next_request() {
-    current_.reset();
-    if (!keep_alive_) {
-      close_after_writes_ = true;
-      if (!writing_) close();
-      return;
-    }
-    read();
-  }
-  void queue(std::string bytes) {
-    if (closed_) return;
-    out_.push_back(std::move(bytes));
-    if (!writing_) write_next();
-  }
-  void write_next() {
-    if (out_.empty()) {
-      writing_ = false;
-      if (close_after_writes_) close();
-      return;
-    }
-    writing_ = true;
-    // out_.front() must outlive the write: nothing else removes it while writing_ is set
-    // (gone() leaves it to this handler), so a client that leaves mid-write cannot free it under
-    // the write or make this handler pop an empty queue.
-    net::async_write(stream_, net::buffer(out_.front()),
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->writing_ = false;
-                       if (self->closed_) {
-                         self->out_.clear();
-                         return;
-                       }
-                       if (ec) {
-                         self->gone();
-                         return;
-                       }
-                       self->out_.pop_front();
-                       self->write_next();
-                     });
-  }
-  // Closes the connection; with linger_, lingers first (Session::close below).
-  void close();
-
-  // The client went away: abort what it was waiting for, drop the connection.
-  void gone();
-
-  beast::tcp_stream stream_;
-  Emulator& emulator_;
-  std::shared_ptr<http::ConnectionTable> table_;
-  http::ConnectionTable::Id id_ = 0;
-  beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  std::deque<std::string> out_;
-  bool writing_ = false, keep_alive_ = true, close_after_writes_ = false, closed_ = false;
-  bool linger_ = false;  // close() drains what the client still sends (a refused request's rest)
-  std::shared_ptr<Call> current_;
-  friend class Emulator;
-};
+void respond(http::Exchange& ex, bhttp::status status, const std::string& content_type, std::string body,
+             const Call* call = nullptr) {
+  ex.respond(response(status, content_type, std::move(body), ex.keep_alive(), call));
+}
+void respond_json(http::Exchange& ex, int status, const json& body, const Call* call = nullptr) {
+  respond(ex, static_cast<bhttp::status>(status), "application/json", http::safe_dump(body), call);
+}
+http::Response reply_response(const Reply& r, bool keep_alive) {
+  return response(static_cast<bhttp::status>(r.status), r.content_type, r.body, keep_alive);
+}
+// Starts a server-sent-event stream (chunked transfer encoding, as vLLM's StreamingResponse).
+void begin_stream(http::Exchange& ex, const Call& call) {
+  bhttp::response<bhttp::empty_body> res{bhttp::status::ok, 11};
+  res.set(bhttp::field::server, "capsim-emulate");
+  res.set(bhttp::field::content_type, "text/event-stream; charset=utf-8");
+  res.keep_alive(ex.keep_alive());
+  arrival_header(res, &call);
+  res.chunked(true);
+  std::ostringstream os;
+  os << res.base();
+  ex.write(os.str());
+}
+void stream_data(http::Exchange& ex, const std::string& data) {
+  ex.write(beast::buffers_to_string(bhttp::make_chunk(net::buffer(data))));
+}
+void end_stream(http::Exchange& ex) {
+  ex.write(beast::buffers_to_string(bhttp::make_chunk_last()));
+  ex.finish(ex.keep_alive());
+}
 
 class Emulator {
  public:
   Emulator(net::io_context& io, const SimulationConfig& config, const EmulateOptions& o)
-      : table(std::make_shared<http::ConnectionTable>(std::max(1u, o.max_connections))),
-        io_(io),
+      : io_(io),
         options_(o),
         live_(config),
         metrics_(o.served_model, config_replicas(config)),
@@ -198,17 +123,18 @@ class Emulator {
     return n;
   }
 
-  // Routes one request of `s`.
-  void handle(const std::shared_ptr<Session>& s, bhttp::request<bhttp::string_body>& req) {
+  // Routes one request.
+  void handle(const std::shared_ptr<http::Exchange>& ex) {
+    http::Request& req = ex->request();
     const Front front = emulate_front(req, options_.guard);
-    if (front.refusal) return s->respond_reply(*front.refusal);
+    if (front.refusal) return ex->respond(reply_response(*front.refusal, ex->keep_alive()));
     switch (front.route) {
-      case Route::kHealth: return s->respond(bhttp::status::ok, "application/json", "");
+      case Route::kHealth: return respond(*ex, bhttp::status::ok, "application/json", "");
       case Route::kModels:
-        return s->respond_json(200, model_list(options_.served_model, live_.max_model_len(), created_));
+        return respond_json(*ex, 200, model_list(options_.served_model, live_.max_model_len(), created_));
       case Route::kMetrics:
         pump();
-        return s->respond(bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(live_.replicas()));
+        return respond(*ex, bhttp::status::ok, "text/plain; version=0.0.4; charset=utf-8", metrics_.render(live_.replicas()));
       case Route::kCompletions:
       case Route::kChat: break;
     }
@@ -216,21 +142,16 @@ class Emulator {
     // arrival is now, and the call enters the simulation when the parse is back.
     const Endpoint endpoint = front.route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
     const SimTime arrival = sim_now();
-    net::post(parse_pool_, [this, s, endpoint, arrival, body = std::move(req.body())]() mutable {
+    net::post(parse_pool_, [this, ex, endpoint, arrival, body = std::move(req.body())]() mutable {
       ParseOutcome p = parse_request(endpoint, body);
-      // The session's reference moves back to the I/O thread, where a session must end.
-      net::post(io_, [this, s = std::move(s), endpoint, arrival, p = std::move(p)]() mutable {
-        start_call(s, endpoint, std::move(p), arrival);
+      // The exchange's reference moves back to the I/O thread, where a connection must end.
+      net::post(io_, [this, ex = std::move(ex), endpoint, arrival, p = std::move(p)]() mutable {
+        start_call(ex, endpoint, std::move(p), arrival);
       });
     });
   }
 
-  // Shared with the sessions: the last of them may go after the emulator, when the I/O context
-  // that holds their handlers is destroyed.
-  std::shared_ptr<http::ConnectionTable> table;
   void stop_parsing() { parse_pool_.join(); }
-  std::size_t max_body_bytes() const { return options_.max_body_bytes; }
-  double read_timeout_s() const { return options_.read_timeout_s; }
 
   void abort(const std::shared_ptr<Call>& call) {
     if (call->done) return;
@@ -250,11 +171,11 @@ class Emulator {
     return std::max(live_.now(), t);
   }
 
-  void start_call(const std::shared_ptr<Session>& s, Endpoint endpoint, ParseOutcome p, SimTime arrival) {
-    if (s->closed_) return;  // the client left while its body was parsed
-    if (p.error) return s->respond_json(p.error->status, error_body(*p.error));
+  void start_call(const std::shared_ptr<http::Exchange>& ex, Endpoint endpoint, ParseOutcome p, SimTime arrival) {
+    if (ex->gone()) return;  // the client left while its body was parsed
+    if (p.error) return respond_json(*ex, p.error->status, error_body(*p.error));
     PlanOutcome plan = plan_request(*p.request, options_.served_model, live_.max_model_len(), options_.output_lengths, rng_);
-    if (plan.error) return s->respond_json(plan.error->status, error_body(*plan.error));
+    if (plan.error) return respond_json(*ex, plan.error->status, error_body(*plan.error));
     auto call = std::make_shared<Call>();
     call->id = next_id_++;
     call->endpoint = endpoint;
@@ -268,7 +189,7 @@ class Emulator {
                   static_cast<unsigned long long>(call->id));
     call->ids = {std::string(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + hex,
                  static_cast<std::int64_t>(std::time(nullptr)), options_.served_model};
-    call->session = s;
+    call->session = ex;
     // Events at the arrival instant itself are run together with the arrival, as in a batch run.
     const SimTime t = arrival;
     dispatch(live_.advance_to(std::max(live_.now(), t - 1)));
@@ -284,9 +205,9 @@ class Emulator {
     r.segments.push_back({0x7e00000000000000ULL ^ call->id, call->output});
     live_.submit(std::move(r));
     calls_[call->id] = call;
-    s->current_ = call;
-    if (call->stream) s->begin_stream();
-    s->watch(call);
+    if (call->stream) begin_stream(*ex, *call);
+    // A client that closes its connection aborts its call (its KV is freed).
+    ex->watch([this, call] { abort(call); });
     pump();
   }
 
@@ -309,7 +230,7 @@ class Emulator {
       const auto it = calls_.find(e.id);
       if (it == calls_.end()) continue;
       const std::shared_ptr<Call> call = it->second;
-      const std::shared_ptr<Session> s = call->session.lock();
+      const std::shared_ptr<http::Exchange> s = call->session.lock();
       call->replica = e.replica;
       switch (e.kind) {
         case LiveEvent::kToken: on_token(*call, s.get(), e); break;
@@ -319,11 +240,11 @@ class Emulator {
     }
   }
 
-  void on_token(Call& c, Session* s, const LiveEvent& e) {
+  void on_token(Call& c, http::Exchange* s, const LiveEvent& e) {
     if (c.first < 0) {
       c.first = e.time;
       metrics_.first_token(e.replica, to_seconds(e.time - c.arrival), c.prompt);
-      if (s && c.stream && c.endpoint == Endpoint::kChat) s->stream_data(sse(role_chunk(c.ids)));
+      if (s && c.stream && c.endpoint == Endpoint::kChat) stream_data(*s, sse(role_chunk(c.ids)));
     } else {
       metrics_.next_token(e.replica, to_seconds(e.time - c.last));
     }
@@ -338,10 +259,10 @@ class Emulator {
       return;
     }
     const bool last = e.generated >= c.output;
-    if (s) s->stream_data(sse(token_chunk(c.endpoint, c.ids, text, last ? std::optional(c.finish_reason) : std::nullopt)));
+    if (s) stream_data(*s, sse(token_chunk(c.endpoint, c.ids, text, last ? std::optional(c.finish_reason) : std::nullopt)));
   }
 
-  void on_finished(Call& c, Session* s) {
+  void on_finished(Call& c, http::Exchange* s) {
     c.done = true;
     const double e2e = to_seconds(c.last - c.arrival), ttft = to_seconds(c.first - c.arrival);
     metrics_.finished(c.replica, c.finish_reason, e2e, c.tokens > 1 ? (e2e - ttft) / static_cast<double>(c.tokens - 1) : 0,
@@ -351,10 +272,10 @@ class Emulator {
         std::string tail;
         if (c.include_usage) tail += sse(usage_chunk(c.endpoint, c.ids, c.prompt, c.tokens));
         tail += "data: [DONE]\n\n";
-        s->stream_data(tail);
-        s->end_stream();
+        stream_data(*s, tail);
+        end_stream(*s);
       } else {
-        s->respond_json(200, full_response(c.endpoint, c.ids, c.text, c.finish_reason, c.prompt, c.tokens));
+        respond_json(*s, 200, full_response(c.endpoint, c.ids, c.text, c.finish_reason, c.prompt, c.tokens), &c);
       }
     }
     calls_.erase(c.id);
@@ -362,7 +283,7 @@ class Emulator {
 
   // The cluster refused it (longer than a replica's max_model_len): plan_request checks the
   // smallest max_model_len first, so this is a backstop.
-  void on_rejected(Call& c, Session* s) {
+  void on_rejected(Call& c, http::Exchange* s) {
     c.done = true;
     const ApiError e{400, "BadRequestError",
                      "This model's maximum context length is " + std::to_string(live_.max_model_len()) +
@@ -370,10 +291,10 @@ class Emulator {
                      std::nullopt};
     if (s) {
       if (c.stream) {
-        s->stream_data(sse(error_body(e)) + "data: [DONE]\n\n");
-        s->end_stream();
+        stream_data(*s, sse(error_body(e)) + "data: [DONE]\n\n");
+        end_stream(*s);
       } else {
-        s->respond_json(400, error_body(e));
+        respond_json(*s, 400, error_body(e), &c);
       }
     }
     calls_.erase(c.id);
@@ -402,103 +323,6 @@ class Emulator {
   std::unordered_map<std::uint64_t, std::shared_ptr<Call>> calls_;
 };
 
-Session::~Session() {
-  if (table_) table_->remove(id_);
-}
-
-void Session::start() {
-  const std::weak_ptr<Session> weak = shared_from_this();
-  table_ = emulator_.table;
-  id_ = table_->add([weak] {
-    if (const auto self = weak.lock()) {
-      self->closed_ = true;  // evicted while reading: nothing of ours is being written
-      beast::error_code ec;
-      self->stream_.socket().close(ec);
-    }
-  });
-  read();
-}
-
-void Session::close() {
-  if (closed_) return;
-  closed_ = true;
-  beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-  if (!linger_) {
-    stream_.socket().close(ec);
-    return;
-  }
-  // A lingering close, as serve's: the client may still be sending the body we refused; read
-  // and drop it until it closes or the read timeout passes, so that it reads our answer
-  // instead of a connection reset. A lingering connection is the first to make room.
-  table_->reading(id_, http::ConnectionTable::Clock::time_point::min());
-  stream_.expires_after(millis(emulator_.read_timeout_s()));
-  http::drain_then_close(shared_from_this(), stream_, buffer_);
-}
-
-void Session::read() {
-  table_->reading(id_);
-  parser_.emplace();
-  parser_->header_limit(16 * 1024);
-  parser_->body_limit(emulator_.max_body_bytes());
-  stream_.expires_after(millis(emulator_.read_timeout_s()));
-  bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
-}
-
-void Session::on_read(beast::error_code ec) {
-  if (closed_) return;
-  if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit ||
-      (ec && ec != beast::error::timeout && ec != bhttp::error::end_of_stream && ec != net::error::eof &&
-       ec != net::error::connection_reset && ec != net::error::operation_aborted && parser_ && parser_->got_some())) {
-    // Told why, then closed; the rest of what it sends is read and dropped (close(), linger_).
-    keep_alive_ = false;
-    linger_ = true;
-    stream_.expires_never();
-    table_->busy(id_);
-    const int status = ec == bhttp::error::body_limit ? 413 : ec == bhttp::error::header_limit ? 431 : 400;
-    const std::string message =
-        ec == bhttp::error::body_limit ? "request body: more than " + std::to_string(emulator_.max_body_bytes()) +
-                                             " bytes (capsim emulate --max-body)"
-        : ec == bhttp::error::header_limit ? std::string("request header: more than 16384 bytes")
-                                           : "malformed HTTP request: " + ec.message();
-    respond_reply(error_reply(ApiError{status, status == 400 ? "BadRequestError" : "RequestTooLargeError", message, std::nullopt}));
-    return;
-  }
-  if (ec) {
-    close();  // the client closed the connection, or was too slow to send its request
-    return;
-  }
-  stream_.expires_never();  // a call may stream for minutes
-  table_->busy(id_);
-  bhttp::request<bhttp::string_body> req = parser_->release();
-  keep_alive_ = req.keep_alive();
-  try {
-    emulator_.handle(shared_from_this(), req);
-  } catch (const std::exception&) {
-    keep_alive_ = false;
-    respond_reply(error_reply(ApiError{500, "InternalServerError", "internal error", std::nullopt}));
-  }
-}
-
-void Session::watch(const std::shared_ptr<Call>& call) {
-  stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), call](beast::error_code ec) {
-    if (call->done) return;
-    beast::error_code aec;
-    const std::size_t n = self->stream_.socket().available(aec);
-    // Readable with nothing to read: the peer closed (or reset) the connection. Readable with
-    // data: a pipelined request, read once this response is done.
-    if (ec || aec || n == 0) self->gone();
-  });
-}
-
-void Session::gone() {
-  if (current_) emulator_.abort(current_);
-  current_.reset();
-  if (!writing_) out_.clear();  // else the write in flight still reads out_.front(); its handler clears
-  close();
-}
-
 }  // namespace
 
 void run_emulator(const SimulationConfig& config, const EmulateOptions& options) {
@@ -515,29 +339,39 @@ void run_emulator(const SimulationConfig& config, const EmulateOptions& options)
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(options.bind, ec);
   if (ec) throw Error("--bind: '" + options.bind + "' is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1)");
-  http::raise_open_file_limit();
   net::io_context io{1};
   Emulator emulator(io, config, options);
   Emulator* e = &emulator;
-  auto listener = std::make_shared<http::Listener>(
-      io, tcp::endpoint{address, static_cast<unsigned short>(options.port)}, *emulator.table,
-      [e](tcp::socket socket) { std::make_shared<Session>(std::move(socket), *e)->start(); });
-  net::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&io](beast::error_code, int) { io.stop(); });
-  listener->start();
+  http::ServerLimits limits;
+  limits.read_timeout_s = options.read_timeout_s;
+  limits.max_connections = options.max_connections;
+  limits.max_body_bytes = options.max_body_bytes;
+  http::Routes routes;
+  routes.handle = [e](const std::shared_ptr<http::Exchange>& ex) { e->handle(ex); };
+  routes.unreadable = [limits](http::Unreadable why, const std::string& detail) {
+    const int status = why == http::Unreadable::kBodyTooLarge ? 413 : why == http::Unreadable::kHeaderTooLarge ? 431 : 400;
+    const std::string message =
+        why == http::Unreadable::kBodyTooLarge
+            ? "request body: more than " + std::to_string(limits.max_body_bytes) + " bytes (capsim emulate --max-body)"
+        : why == http::Unreadable::kHeaderTooLarge
+            ? "request header: more than " + std::to_string(limits.max_header_bytes) + " bytes"
+            : "malformed HTTP request: " + detail;
+    return reply_response(
+        error_reply(ApiError{status, status == 400 ? "BadRequestError" : "RequestTooLargeError", message, std::nullopt}),
+        false);
+  };
+  routes.internal_error = [](const std::string&) {
+    return reply_response(error_reply(ApiError{500, "InternalServerError", "internal error", std::nullopt}), false);
+  };
+  http::Server server(io, tcp::endpoint{address, static_cast<unsigned short>(options.port)}, limits, std::move(routes));
+  server.start();
   const std::string host = address.is_v6() ? "[" + options.bind + "]" : options.bind;
-  std::cout << "capsim emulate: serving " << options.served_model << " on http://" << host << ":" << listener->port()
+  std::cout << "capsim emulate: serving " << options.served_model << " on http://" << host << ":" << server.port()
             << " (time scale " << options.time_scale << "; Ctrl-C stops)" << std::endl;
-  // A handler that throws would end run() and with it every stream: log it and go on.
-  for (;;) {
-    try {
-      io.run();
-      break;
-    } catch (const std::exception& x) {
-      std::fprintf(stderr, "capsim emulate: internal error in a connection handler: %s\n", x.what());
-    }
-  }
-  listener->stop();
+  http::run_until_stopped(io, "capsim emulate", [&] {
+    server.stop();
+    io.stop();
+  });
   emulator.stop_parsing();
 }
 

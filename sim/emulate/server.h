@@ -8,7 +8,8 @@
 // Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (streaming as
 // server-sent events, or whole), GET /metrics (prometheus.h), GET /health.
 //
-// Hostile clients (the same guarantees as `capsim serve`, from sim/http/): every request passes
+// Hostile clients (the same guarantees as `capsim serve`: the same HTTP server, sim/http/server.h,
+// with the emulator's routes): every request passes
 // the guard (Host, Origin, the API key, Content-Type: request_path.h); a request's header and
 // body must arrive within read_timeout_s (16 KiB of header, max_body_bytes of body, nested at
 // most 128 deep, else 431/413/400); at max_connections a new connection takes the place of the

@@ -13,6 +13,7 @@
 #include "sim/core/error.h"
 #include "sim/core/input_limits.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/llm/model_config_json.h"
 
 namespace capsim {
 namespace {
@@ -339,11 +340,15 @@ double ModelSpec::attention_flops_per_token(double context) const {
 }
 
 ModelSpec load_model_config(const std::string& path) {
-  const json root = parse_json(read_input_file(path, "config.json"), path);
+  ModelSpec m = model_config_from_json(parse_json(read_input_file(path, "config.json"), path), path);
+  m.config_path = path;
+  return m;
+}
+
+ModelSpec model_config_from_json(const nlohmann::json& root, const std::string& path) {
   if (!root.is_object()) throw Error(path + ": expected a JSON object (a config.json)");
 
   ModelSpec m;
-  m.config_path = path;
   m.name = path;
   if (root.contains("_name_or_path") && root["_name_or_path"].is_string()) {
     m.hf_id = root["_name_or_path"].get<std::string>();

@@ -9,6 +9,9 @@
 #include <mutex>
 #include <optional>
 
+#include "sim/core/error.h"
+#include "sim/scenario/held_models.h"
+
 namespace capsim::scenario {
 namespace {
 
@@ -82,7 +85,44 @@ const Card& find_card(const std::string& name) {
   return cards().find(name);
 }
 
+namespace {
+
+struct HeldModel {
+  ModelSpec model;
+  std::string config_text;
+  int holders = 0;
+};
+
+std::map<std::string, HeldModel>& held_models() {
+  static std::map<std::string, HeldModel> held;  // by name; guarded by lazy_mutex()
+  return held;
+}
+
+}  // namespace
+
+std::shared_ptr<const void> hold_model(const std::string& name, ModelSpec model, const std::string& config_text) {
+  std::lock_guard<std::mutex> lock(lazy_mutex());
+  HeldModel& h = held_models()[name];
+  if (h.holders > 0 && h.config_text != config_text) {
+    throw Error(name + ": another model is held under this name");
+  }
+  if (h.holders == 0) {
+    h.model = std::move(model);
+    h.config_text = config_text;
+  }
+  ++h.holders;
+  return std::shared_ptr<const void>(nullptr, [name](const void*) {
+    std::lock_guard<std::mutex> release(lazy_mutex());
+    const auto it = held_models().find(name);
+    if (it != held_models().end() && --it->second.holders == 0) held_models().erase(it);
+  });
+}
+
 ModelSpec find_model(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(lazy_mutex());
+    if (const auto it = held_models().find(name); it != held_models().end()) return it->second.model;
+  }
   const std::string key = lower(name);
   if (file_name_key(key)) {
     static std::map<std::string, ModelEntry> loaded;  // by key

@@ -4,10 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include "sim/check/assumptions.h"
@@ -22,6 +22,8 @@
 #include "sim/report/table.h"
 #include "sim/answers/capacity_answer.h"
 #include "sim/scenario/catalogues.h"
+#include "sim/scenario/held_models.h"
+#include "sim/llm/model_config_json.h"
 #include "sim/answers/compare_answer.h"
 #include "sim/answers/fit_answer.h"
 #include "sim/answers/listings.h"
@@ -71,28 +73,36 @@ nlohmann::json parse_body(std::string_view body) {
   return j;
 }
 
-// A pasted config.json ("model_config": {...}), written to a private temporary folder for the
-// model catalogue to read, removed when the last job holding it ends.
+// A pasted config.json ("model_config": {...}), held in memory (scenario::hold_model) under a
+// name of its own while the jobs that use it live: nothing is written to disk. The name is
+// "model_config:" and a hash of the config's text, so the same paste gets the same answer.
 class PastedModel {
  public:
   explicit PastedModel(const nlohmann::json& config) {
-    char dir_template[] = "/tmp/capsim-serve-XXXXXX";
-    const char* dir = mkdtemp(dir_template);
-    if (!dir) throw HttpError(500, "model_config: cannot create a temporary folder");
-    dir_ = dir;
-    path_ = dir_ + "/config.json";
-    write_text_file(path_, config.dump(2) + "\n", "model_config");
+    const std::string text = config.dump();
+    std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+    for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+    name_ = std::string("model_config:") + hex;
+    ModelSpec model;
+    try {
+      model = model_config_from_json(config, "model_config");
+      model.name = name_;
+    } catch (const Error& e) {
+      throw HttpError(400, e.what());
+    }
+    try {
+      held_ = scenario::hold_model(name_, std::move(model), text);
+    } catch (const Error& e) {
+      throw HttpError(503, std::string(e.what()) + "; retry later");
+    }
   }
-  ~PastedModel() {
-    std::remove(path_.c_str());
-    rmdir(dir_.c_str());
-  }
-  PastedModel(const PastedModel&) = delete;
-  PastedModel& operator=(const PastedModel&) = delete;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return name_; }
 
  private:
-  std::string dir_, path_;
+  std::string name_;
+  std::shared_ptr<const void> held_;
 };
 
 // The server opens no file a request names (a client on the network must not make it open, stat
@@ -553,28 +563,14 @@ void refuse_check_names(const nlohmann::json& body) {
 Job prepare_check(const nlohmann::json& body, const Limits& limits) {
   refuse_file_fields(body, "");
   refuse_check_names(body);
-  // load_assumptions reads a file: the body goes to a private temporary one, read at once.
+  // Parsed in memory as the YAML a file would hold: the same reading as `capsim check FILE`.
   check::Assumptions a;
-  {
-    char dir_template[] = "/tmp/capsim-serve-XXXXXX";
-    const char* dir = mkdtemp(dir_template);
-    if (!dir) throw HttpError(500, "check: cannot create a temporary folder");
-    const std::string path = std::string(dir) + "/request.yaml";
-    try {
-      YAML::Emitter out;
-      out << to_yaml(body);
-      write_text_file(path, std::string(out.c_str()) + "\n", "check");
-      a = check::load_assumptions(path);
-    } catch (const Error& e) {
-      std::remove(path.c_str());
-      rmdir(dir);
-      std::string m = e.what();
-      if (m.rfind(path, 0) == 0) m.replace(0, path.size(), "request body");
-      throw HttpError(400, m);
-    }
-    std::remove(path.c_str());
-    rmdir(dir);
-    a.path = "request body";
+  try {
+    YAML::Emitter out;
+    out << to_yaml(body);
+    a = check::assumptions_from_text(std::string(out.c_str()) + "\n", "request body");
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
   }
   for (const auto& as : a.assertions) check_duration(as.spec.duration, as.where + ": workload.duration", limits);
   return [a](const CancelFlag& cancel, const ProgressFn& progress) {

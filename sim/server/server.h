@@ -1,7 +1,8 @@
 // `capsim serve`: HTTP/1.1 on Boost.Beast over Asio. One I/O thread accepts connections, reads
-// requests and writes answers; simulations run on a bounded asio::thread_pool. The endpoints and
-// their answers are sim/server/api.h's; this is the transport: timeouts, limits, the queue, the
-// page's files, progress as server-sent events and cancellation when a client goes away.
+// requests and writes answers (the HTTP server both front ends share, sim/http/server.h);
+// simulations run on a bounded asio::thread_pool. The endpoints and their answers are
+// sim/server/api.h's; this is the routing: the queue, the page's files, progress as server-sent
+// events and cancellation when a client goes away.
 //
 // Contract:
 //  - Every request passes the guard first (sim/http/request_guard.h: Host, Origin, token,
@@ -13,8 +14,8 @@
 //    its lane's room is answered 429 with Retry-After, before any parsing; a heavy client never
 //    delays a fit. A POST body is validated on the fit lane's thread too: the I/O thread never
 //    waits on files or long work.
-//  - A request's header and body must arrive within `read_timeout_s`, or the connection is
-//    closed; a header over 16 KiB is 431, a body over limits.max_body_bytes is 413. At
+//  - (sim/http/server.h) A request's header and body must arrive within `read_timeout_s`, or
+//    the connection is closed; a header over 16 KiB is 431, a body over limits.max_body_bytes is 413. At
 //    `max_connections`, a new connection takes the place of the one that has waited longest for
 //    its request (sim/http/connection_table.h); connections being answered are never closed.
 //  - A job is cancelled (its simulations stop within ~1024 event times) when its client closes

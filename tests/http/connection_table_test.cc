@@ -7,7 +7,7 @@
 
 using capsim::http::ConnectionTable;
 
-TEST_CASE("connection table: under the cap every connection is admitted; at it the oldest reader goes", "[http]") {
+TEST_CASE("connection table: under the cap every connection is admitted, at it the oldest reader goes", "[http]") {
   ConnectionTable t(3);
   std::vector<int> closed;
   const auto t0 = ConnectionTable::Clock::time_point{} + std::chrono::seconds(100);

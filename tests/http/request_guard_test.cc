@@ -44,7 +44,7 @@ TEST_CASE("http guard: Host must be an IP address, localhost or an allowed name 
   CHECK_FALSE(guard_request(none, p, Needs::kJsonBody));
 }
 
-TEST_CASE("http guard: a request from another web page (Origin) is refused; the server's own page is not", "[http]") {
+TEST_CASE("http guard: a request from another web page (Origin) is refused, the server's own page is not", "[http]") {
   const GuardPolicy p;
   RequestHeaders h = post("127.0.0.1:8080");
   h.origin = "http://127.0.0.1:8080";

@@ -101,7 +101,7 @@ TEST_CASE("serve: bytes that are not UTF-8 get a JSON 4xx and the server keeps s
   CHECK(http_exchange(srv.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status == 200);
 }
 
-TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type); no CORS is sent", "[server][hostile]") {
+TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type), no CORS is sent", "[server][hostile]") {
   Running srv(small());
   const std::string url = "127.0.0.1:" + std::to_string(srv.port());
   // DNS rebinding: the page's own name, now resolving to 127.0.0.1.
@@ -126,7 +126,7 @@ TEST_CASE("serve: pages of other sites cannot use it (Host, Origin, Content-Type
   CHECK_FALSE(preflight.cors);
 }
 
-TEST_CASE("serve: --auth-token guards the API; /healthz stays open", "[server][hostile]") {
+TEST_CASE("serve: --auth-token guards the API, /healthz stays open", "[server][hostile]") {
   ServerOptions o = small();
   o.guard.auth_token = "t0ken";
   Running srv(o);
@@ -174,34 +174,8 @@ TEST_CASE("serve: one client address holds at most its share of the simulations"
   CHECK(status == 200);
 }
 
-TEST_CASE("serve: slow clients at the connection cap do not lock out a client that sends its request", "[server][hostile]") {
-  // On 64e18c4 a connection past the cap was closed at once, so slow clients holding every place
-  // kept /healthz from answering.
-  ServerOptions o = small();
-  o.max_connections = 8;
-  o.read_timeout_s = 30;
-  Running srv(o);
-  std::vector<tcp::socket> slow;
-  for (int i = 0; i < 8; ++i) {
-    slow.push_back(connect(srv.port()));
-    asio::write(slow.back(), asio::buffer(std::string("GET /healthz HTTP/1.1\r\nHo")));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  for (int round = 0; round < 3; ++round) {
-    CHECK(http_exchange(srv.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status == 200);
-  }
-  // The oldest slow connection made room: it was closed, without an answer. (Each answered
-  // client leaves again, so later rounds may find the place it freed.)
-  const auto is_closed = [](tcp::socket& s) {
-    char c;
-    beast::error_code ec;
-    s.non_blocking(true);
-    s.read_some(asio::buffer(&c, 1), ec);
-    return ec && ec != asio::error::would_block;
-  };
-  CHECK(is_closed(slow.front()));
-  CHECK_FALSE(is_closed(slow.back()));
-}
+// Slow clients, the connection cap and oversized requests: tests/http/hostile_front_ends_test.cc,
+// for serve and emulate alike.
 
 TEST_CASE("serve request path: every refusal is a JSON answer, whatever the request held", "[server][hostile]") {
   // The function the transport and the fuzz target share (sim/server/request_path.h).

@@ -63,7 +63,7 @@ std::string refused_400(Endpoint e, const std::string& body, const std::string& 
 
 }  // namespace
 
-TEST_CASE("server prepare: a name resolves only in the catalogues; a path is 400, never opened",
+TEST_CASE("server prepare: a name resolves only in the catalogues, a path is 400, never opened",
           "[server][files]") {
   capsim_test::TempDir tmp("serve_names");
   // What the server must not read: a file with a marker line, a FIFO (opening it would block
@@ -155,7 +155,7 @@ TEST_CASE("server prepare: a name resolves only in the catalogues; a path is 400
              Catch::Contains("deployment.engine: '" + file + "' is not an engine of the catalogue"));
 }
 
-TEST_CASE("server prepare: plan.card_class keeps the catalogue's cards of those classes; plan.explain names a card",
+TEST_CASE("server prepare: plan.card_class keeps the catalogue's cards of those classes, plan.explain names a card",
           "[server][plan]") {
   // The same library call as `capsim plan --card-class consumer`: the candidates are the two
   // GeForce cards of the catalogue (card_class: consumer), nothing else.

@@ -136,7 +136,7 @@ TEST_CASE("server: POST /v1/simulate and /v1/fit answer exactly what the command
   CHECK(!f["alternatives"].empty());
 
   // A pasted config.json is the same model as the catalogue's: the same memory plan on an L4
-  // (only the name differs: the answer names the temporary file the server read it from).
+  // (only the name differs: the answer names it by a hash of its text).
   std::ifstream in(std::string(CAPSIM_DATA_DIR) + "/models/llama-3.1-8b/config.json");
   const nlohmann::json config = nlohmann::json::parse(in);
   const Reply pasted = post(srv.port(), "/v1/fit", nlohmann::json{{"model_config", config}, {"deployment", {{"card", "l4"}}}}.dump());
@@ -148,6 +148,15 @@ TEST_CASE("server: POST /v1/simulate and /v1/fit answer exactly what the command
   CHECK(p["weight_bytes_total"] == n["weight_bytes_total"]);
   CHECK(p["per_gpu"] == n["per_gpu"]);
   CHECK(p["model"] != n["model"]);
+  // Held in memory, nothing written to disk: the same paste is answered byte for byte the same
+  // (on b471ff4 each answer named the temporary file it was written to, /tmp/capsim-serve-XXXXXX).
+  CHECK_THAT(p["model"].get<std::string>(), Catch::Matches("model_config:[0-9a-f]{16}"));
+  const Reply again = post(srv.port(), "/v1/fit", nlohmann::json{{"model_config", config}, {"deployment", {{"card", "l4"}}}}.dump());
+  CHECK(again.body == pasted.body);
+  // A pasted config that is not one is refused naming the field it came in.
+  const Reply broken = post(srv.port(), "/v1/fit", R"({"model_config": {"model_type": "llama"}, "deployment": {"card": "l4"}})");
+  CHECK(broken.status == 400);
+  CHECK_THAT(broken.body, Catch::Contains("model_config: missing field 'hidden_size'"));
   const Reply both = post(srv.port(), "/v1/fit", nlohmann::json{{"model", "phi-2"}, {"model_config", config}}.dump());
   CHECK(both.status == 400);
 }
@@ -304,7 +313,7 @@ TEST_CASE("server: plan streams progress events, then the result `capsim plan --
   CHECK(nlohmann::json::parse(json)["options"].size() >= 1);
 }
 
-TEST_CASE("server: capacity and compare answer exactly what the commands print; check answers its JSON", "[server]") {
+TEST_CASE("server: capacity and compare answer exactly what the commands print, check answers its JSON", "[server]") {
   Running srv(small());
   const Reply cap = post(srv.port(), "/v1/capacity",
                          R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}, "workload": {"rate": 1, "duration": "2min"},
