@@ -58,7 +58,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bind", s.bind, "address to listen on (loopback by default; 0.0.0.0 for every interface)")
       ->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port (0: any free port, printed at start)")->capture_default_str();
-  cmd->add_option("--workers", s.workers, "simulation threads (default: the hardware's)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--workers", s.workers, "simulation threads (default: the CPUs this process may use)")->check(CLI::Range(0, 1024));
   cmd->add_option("--queue", s.queue, "jobs admitted beyond the workers; more get 429 with Retry-After")
       ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--job-timeout", s.job_timeout_s, "seconds a job may run before it is cancelled (503)")

@@ -16,6 +16,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/run_limits.h"
+#include "sim/core/threads.h"
 #include "sim/http/server.h"
 #include "sim/server/request_path.h"
 
@@ -338,7 +339,7 @@ class Call : public std::enable_shared_from_this<Call> {
 Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.opt = std::move(options);
-  s.workers = s.opt.workers ? s.opt.workers : std::max(1u, std::thread::hardware_concurrency());
+  s.workers = s.opt.workers ? s.opt.workers : default_threads();
   s.per_client = s.opt.max_jobs_per_client ? s.opt.max_jobs_per_client : std::max(1u, (s.workers + s.opt.queue) / 2);
   s.pool = std::make_unique<asio::thread_pool>(s.workers);
   s.light_pool = std::make_unique<asio::thread_pool>(1);
