@@ -526,7 +526,7 @@ TEST_CASE("simulate cli: --replications on a trace replay says the seeds changed
 
 namespace {
 
-TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports it; bad values exit 2",
+TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports it, bad values exit 2",
           "[cli][simulate][offload]") {
   // Llama-3.1-8B on one H100: a block is 16 x 32 layers x 8 KV heads x 128 x 2 x 2 B = 2 MiB,
   // so 8 GiB hold 4096 blocks (docs/cost-model.md#cpu-kv-offloading).

@@ -28,7 +28,7 @@ const RequestRecord& record_of(const SimulationResult& r, std::uint64_t id) {
 
 }  // namespace
 
-TEST_CASE("request timeout: a running and a queued request are let go; the next one finds the engine free",
+TEST_CASE("request timeout: a running and a queued request are let go, the next one finds the engine free",
           "[cluster][timeout]") {
   // One sequence at a time (max_num_seqs 1). A (id 0, 1000 output tokens) and B (id 1) arrive at
   // t = 0; B waits behind A. Without a timeout A ends at E_A. With timeout T = E_A / 2 both

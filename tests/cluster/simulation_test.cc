@@ -252,7 +252,7 @@ bool same(const RequestRecord& a, const RequestRecord& b) {
          a.replica == b.replica;
 }
 
-TEST_CASE("simulation: the same config and seed give identical records; another seed differs",
+TEST_CASE("simulation: the same config and seed give identical records, another seed differs",
           "[cluster][determinism]") {
   const auto a = run_records(11), b = run_records(11), c = run_records(12);
   REQUIRE(a.size() == 1500);
@@ -415,7 +415,7 @@ std::vector<std::uint32_t> replicas_of(const SimulationResult& r) {
   return v;
 }
 
-TEST_CASE("router: round-robin alternates; least-outstanding picks the idlest",
+TEST_CASE("router: round-robin alternates, least-outstanding picks the idlest",
           "[cluster][router]") {
   // Six short requests 1 s apart, each done long before the next arrives.
   std::vector<Request> rs;

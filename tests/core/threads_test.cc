@@ -8,7 +8,7 @@
 
 #include "sim/core/threads.h"
 
-TEST_CASE("cgroup cpu.max: the quota over the period, rounded up; no limit reads as none", "[threads]") {
+TEST_CASE("cgroup cpu.max: the quota over the period, rounded up, no limit reads as none", "[threads]") {
   using capsim::cpus_from_cgroup_cpu_max;
   CHECK(cpus_from_cgroup_cpu_max("200000 100000") == std::optional<unsigned>(2));  // --cpus=2
   CHECK(cpus_from_cgroup_cpu_max("150000 100000\n") == std::optional<unsigned>(2));  // 1.5 CPUs: 2 threads

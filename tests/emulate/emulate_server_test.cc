@@ -268,7 +268,7 @@ TEST_CASE("emulate server: bodies past the depth limit are refused, and streams 
   CHECK(raw_exchange(port, chat_post(kHello)).first == 200);
 }
 
-TEST_CASE("emulate server: pages of other sites cannot use it; --api-key guards /v1/ as vLLM's does", "[emulate][hostile]") {
+TEST_CASE("emulate server: pages of other sites cannot use it, --api-key guards /v1/ as vLLM's does", "[emulate][hostile]") {
   Emulator emu("--model llama-3.1-8b --card h100-sxm --time-scale 20 --api-key k3y");
   const unsigned short port = emu.port();
   const std::string key = "Content-Type: application/json\r\nAuthorization: Bearer k3y\r\n";

@@ -86,7 +86,7 @@ TEST_CASE("replica: one token budget — 800 + 200 chunk, then the rest with a d
   CHECK(h.replica().stats().prompt_tokens_computed == 1600);  // no prompt token twice
 }
 
-TEST_CASE("replica: a long prompt is chunked by the budget; TTFT is the end of the last chunk",
+TEST_CASE("replica: a long prompt is chunked by the budget, TTFT is the end of the last chunk",
           "[engine][replica]") {
   // 2500 tokens, budget 1000: chunks 1000, 1000, 500 in steps 1-3 (10 ms each): the first
   // token comes at 30 ms; output 2 -> one decode step more, done at 40 ms.

@@ -117,7 +117,7 @@ TEST_CASE("speculative replica: drawn acceptance, exact output length, drafts in
   CHECK(second.tokens() == 10);
 }
 
-TEST_CASE("lora replica: max_loras bounds a batch's adapters; others wait, and loads are counted",
+TEST_CASE("lora replica: max_loras bounds a batch's adapters, others wait, and loads are counted",
           "[engine][lora]") {
   Deployment d = deployment();
   d.limits = limits(8, 1000, false);

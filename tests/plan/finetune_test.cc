@@ -132,7 +132,7 @@ TEST_CASE("finetune: LoRA on Llama-2-13B fits a 24 GB card only with a 4-bit bas
   // 15.38 / 215.94 = 7% of full fine-tuning, LoRA 34.22 / 215.94 = 16%.
 }
 
-TEST_CASE("finetune: 8-bit AdamW and SGD states; BERT has no logits term; no runtime on a CPU",
+TEST_CASE("finetune: 8-bit AdamW and SGD states, BERT has no logits term, no runtime on a CPU",
           "[plan][finetune]") {
   const ModelSpec m = model("llama-2-13b");
   FinetuneSetup s;

@@ -56,7 +56,7 @@ std::string message_of(const std::function<void()>& f) {
 // per-GPU list price from a named provider was found, or only one that does not name the edition
 // (calibration/prices.yaml's header). Like the CPU server
 // they are left out, and a command that needs their rent says how to give one.
-TEST_CASE("prices: every catalogue GPU but the five unpriced ones has a dated, cited rent; the CPU server has none",
+TEST_CASE("prices: every catalogue GPU but the five unpriced ones has a dated, cited rent, the CPU server has none",
           "[plan][prices]") {
   const PriceBook book = load_prices(kPrices);
   REQUIRE_NOTHROW(book.check_cards(catalogue()));

@@ -55,7 +55,7 @@ TEST_CASE("diff: another card moves the latencies, and the diff says the deploym
   for (const auto& m : j.at("metrics")) CHECK(m.at("path").get<std::string>().rfind("deployment", 0) != 0);
 }
 
-TEST_CASE("diff: only the seed changed: sampling noise; the same file: identical", "[diff]") {
+TEST_CASE("diff: only the seed changed: sampling noise, the same file: identical", "[diff]") {
   Scratch tmp("diff_seed");
   const std::string a = tmp.file("a.json"), b = tmp.file("b.json");
   REQUIRE(run_capsim(std::string(kSmall) + " --seed 1 --json " + q(a)).status == 0);

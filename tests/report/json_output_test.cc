@@ -111,7 +111,7 @@ TEST_CASE("output: a write that fails leaves the old file and no temporary", "[r
   CHECK(entries(dir.path()) == std::set<std::string>{"r.json"});
 }
 
-TEST_CASE("output: a symlink is followed; the link stays and its target gets the text",
+TEST_CASE("output: a symlink is followed, the link stays and its target gets the text",
           "[report][output]") {
   capsim_test::TempDir dir("out");
   const std::string target = dir.write("sub/target.json", "old\n");

@@ -169,7 +169,7 @@ TEST_CASE("report: the HTML reports render their charts in headless Chromium wit
   check_rendered(open_in_chromium(chromium, check), 7);
 }
 
-TEST_CASE("report: capacity, compare and plan reports; --plot svg and png", "[report]") {
+TEST_CASE("report: capacity, compare and plan reports, --plot svg and png", "[report]") {
   Scratch tmp("reports");
   const std::string scenario =
       " -q --model llama-3.1-8b --rate 2 --requests 200 --input-tokens 256 --output-tokens 64 "
