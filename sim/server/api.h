@@ -4,7 +4,8 @@
 // on its pool; the fuzz target (fuzz/fuzz_http.cc) drives route() and prepare() directly.
 //
 // Contract: request bodies are the scenario schema as JSON (docs/scenarios.md; the same fields
-// as the YAML files) plus one object of the command's own options ("plan": {...}, ...). The
+// as the YAML files) plus one object of the command's own options ("plan": {...}, ...); the
+// commands without a scenario (batch-serve, finetune, calibrate) take their flags as fields. The
 // server opens no file a request names: models, cards and engines resolve only in the catalogues
 // (anything else, a path included, is 400 before any lookup touches the file system); traces,
 // empirical distributions, price, scenario and baseline files are refused with 400. Runs larger
@@ -45,6 +46,7 @@ class HttpError : public std::runtime_error {
 enum class Endpoint {
   kHealth, kCards, kModels, kEngines, kOpenApi, kPage,  // GET, answered at once
   kFit, kSimulate, kPlan, kCapacity, kCompare, kCheck,  // POST, run on the pool
+  kBatchServe, kFinetune, kCalibrate,                   // POST, run on the pool
 };
 
 // `path` without its query. Throws HttpError 404 for an unknown path, 405 (message lists the

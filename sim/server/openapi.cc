@@ -33,7 +33,13 @@ const char* const kOpenApi = R"json({
     "/v1/compare": {"post": {"summary": "named deployments on one workload: latency, cost, verdict (capsim compare)",
       "requestBody": {"$ref": "#/components/requestBodies/Compare"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/check": {"post": {"summary": "capacity assumptions checked by simulation (capsim check; an assumptions document with inline scenarios)",
-      "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
+      "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/batch-serve": {"post": {"summary": "a dynamic-batching server for one-pass models (BERT, image models) under Poisson load: latency, throughput, cost (capsim batch-serve)",
+      "requestBody": {"$ref": "#/components/requestBodies/BatchServe"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/finetune": {"post": {"summary": "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card (capsim finetune)",
+      "requestBody": {"$ref": "#/components/requestBodies/Finetune"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/calibrate": {"post": {"summary": "fit a card's efficiencies to a measured profile sent in the body; writes nothing, \"out\" is null (capsim calibrate fit)",
+      "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
   },
   "components": {
     "schemas": {
@@ -60,7 +66,28 @@ const char* const kOpenApi = R"json({
         {"type": "object", "properties": {"compare": {"type": "object", "properties": {
           "deployments": {"type": "array", "items": {"type": "string"}, "example": ["4x rtx-4090", "1x h100-sxm"]},
           "search_mix": {"type": "string"}, "max_cards": {"type": "integer"}, "min_goodput": {"type": "number"},
-          "price": {"type": "object", "additionalProperties": {"type": "number"}}}}}}]}}}}
+          "price": {"type": "object", "additionalProperties": {"type": "number"}}}}}}]}}}},
+      "BatchServe": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false,
+        "description": "the flags of capsim batch-serve as fields; a catalogue model or flops_per_item with weights_bytes; rate or per_day",
+        "properties": {"model": {"type": "string", "example": "bert-base-uncased"}, "flops_per_item": {"type": "number"}, "weights_bytes": {"type": "string", "example": "500MB"},
+          "card": {"type": "string", "example": "t4"}, "precision": {"type": "string", "enum": ["fp32", "bf16", "fp16", "int8"]},
+          "rate": {"type": "number", "description": "items per second"}, "per_day": {"type": "number"}, "max_batch": {"type": "integer"},
+          "max_delay": {"type": "string", "example": "10ms"}, "seq_len": {"type": "integer"}, "requests": {"type": "integer"}, "duration": {"type": "string"},
+          "slo": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}], "example": ["p95<=3s"]},
+          "overhead": {"type": "string", "example": "1ms"}, "seed": {"type": "integer"}, "price": {"type": "object", "additionalProperties": {"type": "number"}}},
+        "required": ["card"]}}}},
+      "Finetune": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false,
+        "description": "the flags of capsim finetune as fields",
+        "properties": {"model": {"type": "string", "example": "llama-2-13b"}, "method": {"type": "string", "enum": ["full", "lora", "qlora"]},
+          "optimizer": {"type": "string", "enum": ["adamw", "adamw-8bit", "sgd"]}, "batch": {"type": "integer"}, "seq_len": {"type": "integer"},
+          "lora_rank": {"type": "integer"}, "gradient_checkpointing": {"type": "boolean"}, "flash_attention": {"type": "boolean"},
+          "cards": {"type": "array", "items": {"type": "string"}, "example": ["rtx-4090", "l4", "t4"]}, "gpus": {"type": "integer"},
+          "price": {"type": "object", "additionalProperties": {"type": "number"}}}}}}},
+      "Calibrate": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false,
+        "description": "capsim calibrate fit on a profile carried in the body (never a path)",
+        "properties": {"card": {"type": "string", "example": "h100-sxm"}, "force": {"type": "boolean"},
+          "profile": {"type": "object", "description": "capsim-calibrate's JSON (docs/calibration.md#profile)"}},
+        "required": ["profile"]}}}}
     },
     "responses": {
       "List": {"description": "an array, as `capsim list ... --json -` prints", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},
