@@ -12,9 +12,10 @@ Scores every table of calibration/kernels/<card>/<op>-<dtype>.csv
              mirror against `capsim roofline --json` on every card (it stops if they disagree).
   held-out   a table lookup built from every other measured point along an axis, predicting the
              points left out. GEMM: capsim's own lookup (docs/cost-model.md#measured-kernels) on
-             held-out m and on held-out (n, k). The other ops (not yet read by the cost model):
-             the same kind of lookup here, log time linear in log of the axis between the two
-             fitted neighbours (bilinear for two axes), on interior held-out points.
+             held-out m and on held-out (n, k). The other ops: the same kind of lookup here (for
+             MoE and all-reduce capsim's own, checked against capsim by check_capsim_tables), log
+             time linear in log of the axis between the two fitted neighbours (bilinear for two
+             axes), on interior held-out points.
 
 Errors are predicted / measured - 1; each cell is median |error| / p90 |error| / median error
 (bias) (points).

@@ -230,14 +230,17 @@ void RooflineCost::choose_moe_allreduce_tables(const Deployment& d) {
                : std::string();
   };
   if (m.is_moe()) {
-    // The table of the experts' format as vLLM runs it: 16-bit, fp8 (per-tensor scales, e.g.
-    // --weights fp8's online quantisation, or fp8_block for checkpoints shipped with
-    // quant_method fp8, whose 128x128 block scales DeepSeek-V3 and Qwen3-FP8 use), nvfp4. Only
-    // where the experts' math runs in that format (not weight-only).
+    // The table of the experts' kernel as vLLM runs it: 16-bit; fp8_block for checkpoints
+    // shipped with quant_method fp8 (128x128 block scales: DeepSeek-V3, Qwen3-FP8); nvfp4. Only
+    // where the experts' math runs in that format (not weight-only). Other fp8 experts
+    // (compressed-tensors per-tensor checkpoints, --weights fp8) run kernels no table timed: the
+    // `fp8` tables time ModelOpt checkpoints' FlashInfer CUTLASS kernel, up to 4x slower than
+    // the roofline on Hopper (docs/kernel-validation.md), so they keep the roofline.
     const Precision w = d.routed_expert_weights();
     std::string dtype;
     if (w == Precision::kBf16 || w == Precision::kFp16) dtype = "bf16";
-    if (w == Precision::kFp8 && d.compute_precision() == Precision::kFp8) dtype = m.checkpoint_quant == "fp8" ? "fp8_block" : "fp8";
+    const bool fp8_math = w == Precision::kFp8 && d.compute_precision() == Precision::kFp8;
+    if (fp8_math && m.checkpoint_quant == "fp8") dtype = "fp8_block";
     if (w == Precision::kNvfp4 && d.compute_precision() == Precision::kNvfp4) dtype = "nvfp4";
     const MeasuredMoeTable* table = off.empty() && !dtype.empty() ? tables->moe(dtype) : nullptr;
     // Expert parallelism over the TP x DP group (whole experts, the table's `ep` rows); else
@@ -251,6 +254,9 @@ void RooflineCost::choose_moe_allreduce_tables(const Deployment& d) {
            << m.experts_per_token << ", " << (ep ? "EP " : "TP ") << (ep ? d.tp * d.dp : d.tp);
     if (!off.empty()) {
       moe_source_ = "roofline: " + off;
+    } else if (fp8_math && dtype.empty()) {
+      moe_source_ = "roofline: the fp8 MoE tables time block-scaled (quant_method fp8) and ModelOpt checkpoints' "
+                    "kernels, not these per-tensor fp8 experts";
     } else if (!table) {
       moe_source_ = "roofline: no measured " + (dtype.empty() ? std::string(precision_name(w)) : dtype) +
                     " MoE table for " + d.card.name;

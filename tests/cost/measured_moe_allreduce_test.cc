@@ -186,6 +186,28 @@ TEST_CASE("cards and layouts the tables do not match keep the roofline, saying w
   }
 }
 
+TEST_CASE("fp8 experts: block-scaled checkpoints read the fp8_block table, per-tensor fp8 keeps the roofline", "[kernels][moe]") {
+  MeasuredKernelsOn on;
+  SECTION("DeepSeek-V3 (quant_method fp8, 128x128 blocks), expert-parallel over 8 H100s") {
+    Deployment d = mixtral("h100-sxm", 8, true);
+    d.model = capsim_test::model_catalogue().find("deepseek-v3");
+    d.weights = Precision::kFp8;
+    d.validate();
+    const RooflineCost cost(d);
+    CHECK(cost.moe_source() ==
+          "measured: h100-sxm vllm 0.24.0 MoE table (fp8_block), hidden 7168, inter 2048, 256 experts, top-8, EP 8");
+  }
+  SECTION("Mixtral re-quantised with --weights fp8: the fp8 table times ModelOpt's kernel, not this one") {
+    Deployment d = mixtral("h100-sxm", 2);
+    d.weights = Precision::kFp8;
+    d.validate();
+    const RooflineCost cost(d);
+    CHECK(cost.moe_source() ==
+          "roofline: the fp8 MoE tables time block-scaled (quant_method fp8) and ModelOpt checkpoints' kernels, "
+          "not these per-tensor fp8 experts");
+  }
+}
+
 TEST_CASE("malformed MoE and all-reduce tables are refused with file, line and what is accepted", "[kernels][moe][allreduce]") {
   TempDir dir;
   const std::string head = "# capsim measured-kernel table: 1\n# dtype: bf16\n# card: h100-sxm\n"
