@@ -12,9 +12,10 @@ Scores every table of calibration/kernels/<card>/<op>-<dtype>.csv
              mirror against `capsim roofline --json` on every card (it stops if they disagree).
   held-out   a table lookup built from every other measured point along an axis, predicting the
              points left out. GEMM: capsim's own lookup (docs/cost-model.md#measured-kernels) on
-             held-out m and on held-out (n, k). The other ops (not yet read by the cost model):
-             the same kind of lookup here, log time linear in log of the axis between the two
-             fitted neighbours (bilinear for two axes), on interior held-out points.
+             held-out m and on held-out (n, k). The other ops: the same kind of lookup here (for
+             MoE and all-reduce capsim's own, checked against capsim by check_capsim_tables), log
+             time linear in log of the axis between the two fitted neighbours (bilinear for two
+             axes), on interior held-out points.
 
 Errors are predicted / measured - 1; each cell is median |error| / p90 |error| / median error
 (bias) (points).
@@ -409,6 +410,99 @@ def roofline_of(roofline, op, dtype, r):
 
 
 # ---------------------------------------------------------------------------------------------
+# capsim with its MoE and all-reduce tables on (docs/cost-model.md#measured-kernels). Its lookup
+# is the held-out lookup above (log time linear in log tokens / log bytes between the two
+# neighbours); this checks that on held-out points against capsim itself: `capsim
+# --measured-kernels roofline` given tables thinned to every other point of one series.
+
+TABLES_CHECK_MODEL = "mixtral-8x7b"  # hidden 4096, 8 experts of 14336, top-2: in every card's bf16 MoE table
+TABLES_CHECK_TP = 2
+
+
+def thinned_data_dir(data_dir, card, tmp, replaced):
+    """A data dir that is `data_dir` (links) except for the tables of calibration/kernels/<card>/
+    named in `replaced` (file name -> (header, columns, rows)), written as given."""
+    data_dir = os.path.abspath(data_dir)
+    root = os.path.join(tmp, f"tables-check-{card}")
+    kernels = os.path.join(data_dir, "calibration", "kernels")
+    os.makedirs(os.path.join(root, "calibration", "kernels", card))
+    for name in os.listdir(data_dir):
+        if name != "calibration":
+            os.symlink(os.path.join(data_dir, name), os.path.join(root, name))
+    for name in os.listdir(os.path.join(data_dir, "calibration")):
+        if name != "kernels":
+            os.symlink(os.path.join(data_dir, "calibration", name), os.path.join(root, "calibration", name))
+    for name in os.listdir(kernels):
+        if name != card:
+            os.symlink(os.path.join(kernels, name), os.path.join(root, "calibration", "kernels", name))
+    for name in os.listdir(os.path.join(kernels, card)):
+        target = os.path.join(root, "calibration", "kernels", card, name)
+        if name in replaced:
+            write_table(target, *replaced[name])
+        else:
+            os.symlink(os.path.join(kernels, card, name), target)
+    return root
+
+
+def lookup_inside(points, x):
+    """capsim's lookup inside a measured series [(x, us)], ascending: log-log between neighbours."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= x <= x1:
+            return y0 if x == x0 else y1 if x == x1 else log_interp(x, x0, y0, x1, y1)
+    raise ValueError(f"{x} outside the series")
+
+
+def check_capsim_tables(capsim, data_dir, card, roofline, tmp):
+    """Runs capsim with the tables on, its MoE and all-reduce tables thinned to every other point
+    of Mixtral-8x7B's TP-2 series and of every all-reduce series, at each held-out interior token
+    count; returns (MoE points, all-reduce points, largest relative difference between capsim's
+    groups and the lookup of this script (+ the router GEMM's roofline, x layers), all-reduce
+    source). Raises BadInput where they differ by more than 1e-6."""
+    folder = os.path.join(data_dir, "calibration", "kernels", card)
+    moe_header, moe_columns, moe_rows = read_table(os.path.join(folder, "moe-bf16.csv"))
+    ar_header, ar_columns, ar_rows = read_table(os.path.join(folder, "allreduce-bf16.csv"))
+    conf = model_config(data_dir, TABLES_CHECK_MODEL)
+    h, E, k, inter, layers = (conf["hidden_size"], conf["num_local_experts"], conf["num_experts_per_tok"],
+                              conf["intermediate_size"], conf["num_hidden_layers"])
+    layout = tuple(str(v) for v in (h, inter, E, k, TABLES_CHECK_TP, 1))
+    mine = sorted((r for r in moe_rows if tuple(r[c] for c in SHAPES["moe"][1:]) == layout),
+                  key=lambda r: float(r["tokens"]))
+    held = {id(r) for r in mine[1:-1:2]}
+    fit_moe = [(float(r["tokens"]), float(r["us"])) for r in mine if id(r) not in held]
+    ar_series = {}
+    for r in ar_rows:
+        ar_series.setdefault(r["gpus"], []).append(r)
+    fit_ar_rows = [r for rows in ar_series.values() for r in sorted(rows, key=lambda r: float(r["bytes"]))[0::2]]
+    fit_ar = sorted((float(r["bytes"]), float(r["us"])) for r in fit_ar_rows if r["gpus"] == str(TABLES_CHECK_TP))
+    data = thinned_data_dir(data_dir, card, tmp, {
+        "moe-bf16.csv": (moe_header, moe_columns, [r for r in moe_rows if id(r) not in held]),
+        "allreduce-bf16.csv": (ar_header, ar_columns, fit_ar_rows)})
+    rate, worst, n_moe, n_ar, ar_source = roofline.gemm_rate(roofline.math_of("bf16")), 0.0, 0, 0, ""
+    for r in mine[1:-1:2]:
+        t = float(r["tokens"])
+        cmd = [capsim, "--measured-kernels", "--data-dir", data, "roofline", "--card", card, "--engine", ENGINE,
+               "--model", TABLES_CHECK_MODEL, "--tp", str(TABLES_CHECK_TP), "--batch", r["tokens"], "--context", "1",
+               "--json", "-"]
+        j = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        groups = {g["group"]: g["seconds"] for g in j["groups"]}
+        router = term(2 * t * h * E, h * E * ACT, rate, 1, roofline.bandwidth, roofline.floor)
+        pairs = [(groups["moe_mlp"], layers * (lookup_inside(fit_moe, t) * 1e-6 + router), "moe_mlp")]
+        n_moe += 1
+        ar_source = j["allreduce_source"]
+        nbytes = t * h * ACT
+        if ar_source.startswith("measured") and fit_ar[0][0] <= nbytes <= fit_ar[-1][0]:
+            pairs.append((groups["all_reduce"], (2 * layers + 1) * lookup_inside(fit_ar, nbytes) * 1e-6, "all_reduce"))
+            n_ar += 1
+        for theirs, ours, group in pairs:
+            diff = abs(theirs / ours - 1)
+            if diff > 1e-6:
+                raise BadInput(f"`{' '.join(cmd)}`: {group} {theirs:.9g} s, the lookup here {ours:.9g} s "
+                               f"(sim/hardware/measured_moe.cc or measured_allreduce.cc changed?)")
+            worst = max(worst, diff)
+    return n_moe, n_ar, worst, ar_source
+
+
+# ---------------------------------------------------------------------------------------------
 
 def meta_of(header):
     return dict(h[2:].split(": ", 1) for h in header if ": " in h)
@@ -568,6 +662,8 @@ def report(capsim, data_dir):
                 runs[(card, op, dtype)] = pool.submit(score_gemm, capsim, data_dir, card, dtype, path, tmp)
         rooflines = {card: Roofline(Card(data_dir, card), engine) for card in cards}
         checks = {card: pool.submit(check_mirror, capsim, data_dir, r.card, r) for card, r in rooflines.items()}
+        table_checks = {card: pool.submit(check_capsim_tables, capsim, data_dir, card, r, tmp)
+                        for card, r in rooflines.items()}
         for card, op, dtype, path in tables:
             if op != "gemm":
                 scores[(card, op, dtype)] = score_op(rooflines[card], op, dtype, path)
@@ -576,6 +672,7 @@ def report(capsim, data_dir):
         for card, r in rooflines.items():
             floors[card] = r.floor
             mirror_checked[card] = checks[card].result()
+        capsim_tables = {card: c.result() for card, c in table_checks.items()}
 
     def of(op):
         return [(card, dtype, s) for (card, o, dtype), s in sorted(scores.items()) if o == op]
@@ -652,10 +749,23 @@ def report(capsim, data_dir):
     A("- `allreduce`: vLLM's custom all-reduce of `bytes` over `gpus` GPUs (CUDA graph).")
     A("")
     A("The **held-out** columns score a lookup of the same kind as capsim's GEMM lookup on these")
-    A("tables (which the cost model does not read yet): each series along an axis, the other shape")
+    A("tables: each series along an axis, the other shape")
     A("columns fixed, is thinned to every other point, and each left-out interior point is predicted")
     A("from its two neighbours, log time linear in the log of the axis; the two-axis column leaves out")
     A("every other value of both axes and interpolates bilinearly (log-log) from the four corners.")
+    A("")
+    A("**capsim with the tables** (`--measured-kernels`): for MoE and all-reduce the held-out columns")
+    A("are capsim's own predictions, its lookup being this one ([cost-model.md](cost-model.md#measured-kernels)).")
+    A(f"Checked: with `moe-bf16.csv` thinned to every other token count of `{TABLES_CHECK_MODEL}`'s TP-{TABLES_CHECK_TP}")
+    A("series and `allreduce-bf16.csv` to every other size, `capsim --measured-kernels roofline` at each")
+    A("left-out token count gives `moe_mlp` = layers x (this script's lookup + the router GEMM's")
+    A("roofline) and `all_reduce` = (2 x layers + 1) x the lookup of `2 x hidden x tokens` bytes, within")
+    A("1e-6 relative (MoE points / all-reduce points checked): "
+      + ", ".join(f"{c} {m} / {a}" for c, (m, a, _, _) in capsim_tables.items()) + ".")
+    no_ar = sorted(c for c, (_, a, _, _) in capsim_tables.items() if a == 0)
+    if no_ar:
+        A("All-reduce not from the table on " + ", ".join(f"{c} (capsim: \"{capsim_tables[c][3]}\")" for c in no_ar) +
+          ": its column is the lookup capsim would use, not what it uses.")
     A("")
     for op in OPS[1:]:
         axes = AXES[op]

@@ -52,6 +52,7 @@ int run_roofline(const RooflineOptions& o) {
       {"mfu", s.mfu}, {"mbu", s.mbu}, {"decode_tokens_per_s", tokens_per_s},
       {"achieved_flops_per_s", cost.gemm_flops_per_s()},
       {"achieved_bytes_per_s", cost.bytes_per_s()}, {"gemm_source", cost.gemm_source()},
+      {"moe_source", cost.moe_source()}, {"allreduce_source", cost.allreduce_source()},
       {"groups", groups}};
   if (d.beyond_tp()) {
     j["pp"] = d.pp;
@@ -72,7 +73,10 @@ int run_roofline(const RooflineOptions& o) {
     if (o.prefill > 0) std::cout << " + a prefill chunk of " << o.prefill << " tokens";
     std::cout << "\n  achieved rates per GPU: " << units::format_rate(cost.gemm_flops_per_s(), "FLOP/s")
               << " (GEMM), " << units::format_rate(cost.bytes_per_s(), "B/s") << " (memory)\n"
-              << "  linear layers: " << cost.gemm_source() << "\n\n";
+              << "  linear layers: " << cost.gemm_source() << "\n";
+    if (!cost.moe_source().empty()) std::cout << "  MoE layers: " << cost.moe_source() << "\n";
+    if (!cost.allreduce_source().empty()) std::cout << "  all-reduce: " << cost.allreduce_source() << "\n";
+    std::cout << "\n";
     TextTable t({"group", "GFLOP/GPU", "MB/GPU", "compute", "memory", "time", "share", "bound"});
     for (const auto& g : s.groups) {
       t.row({g.group, fmt("%.2f", g.flops / 1e9), fmt("%.1f", g.bytes / 1e6),

@@ -96,24 +96,64 @@ double ExpertParallelMoe::all_to_all_seconds(double tokens) const {
 
 void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_layers) const {
   const double act = 2.0;
-  const double pairs = local_pairs(t);
-  // Distinct local experts the busiest GPU reads: with uniform routing each of its E/group
-  // experts is hit by at least one of the group's dp x t tokens with probability
-  // 1 - (1 - k/E)^(dp t); the busiest GPU reads `imbalance` times the mean, at most all of them.
-  const double group_tokens = t * dp_;
-  const double hit = std::min(local_experts_,
-                              local_experts_ * (1.0 - std::pow(1.0 - k_ / experts_, group_tokens)) *
-                                  imbalance_);
+  // One layer on the busiest GPU for a step of `tokens` tokens per rank, routing `imbalance`
+  // times the mean onto it: its token-expert pairs and the distinct local experts it reads (with
+  // uniform routing each of its E/group experts is hit by at least one of the group's dp x t
+  // tokens with probability 1 - (1 - k/E)^(dp t); the busiest GPU reads `imbalance` times the
+  // mean, at most all of them).
+  struct Load {
+    double pairs, hit;
+  };
+  const auto load = [&](double tokens, double imbalance) {
+    return Load{tokens * k_ / tp_ * imbalance,
+                std::min(local_experts_,
+                         local_experts_ * (1.0 - std::pow(1.0 - k_ / experts_, tokens * dp_)) * imbalance)};
+  };
+  const Load busiest = load(t, imbalance_);
+  const double pairs = busiest.pairs;
   const double flops = 2 * pairs * expert_params_ + 2 * t * (shared_params_ + router_params_);
-  const double bytes = hit * expert_params_ * r_.expert_bytes_per_param +
+  const double bytes = busiest.hit * expert_params_ * r_.expert_bytes_per_param +
                        shared_params_ * r_.linear_bytes_per_param + router_params_ * act +
                        2 * (t + pairs) * hidden_ * act;
-  add_roofline_group(out, keep, "moe_mlp_ep", flops, bytes, r_.gemm_flops_per_s, 3, moe_layers,
-                     r_.bytes_per_s, r_.kernel_floor_s);
-  if (r_.dispatch_kernels > 0) {
-    add_roofline_group(out, keep, "moe_dispatch", 0, (2 * t + 2 * pairs) * hidden_ * act,
-                       r_.gemm_flops_per_s, r_.dispatch_kernels, moe_layers, r_.bytes_per_s,
+  if (r_.moe_table) {
+    // The table's rows are balanced: the busiest GPU's `imbalance` x the mean token-expert pairs
+    // is the balanced layer of imbalance x dp x t tokens over the group (each GPU computes
+    // tokens x k / ep pairs there). Outside its token range it is carried by the routed experts'
+    // roofline; the shared experts and the router GEMM stay on the roofline.
+    const auto routed_roofline = [&](double group_tokens) {
+      const Load l = load(group_tokens / dp_, 1.0);
+      const double tokens = group_tokens / dp_;
+      double s = roofline_term(2 * l.pairs * expert_params_,
+                               l.hit * expert_params_ * r_.expert_bytes_per_param + 2 * (tokens + l.pairs) * hidden_ * act,
+                               r_.gemm_flops_per_s, 3, 1, r_.bytes_per_s, r_.kernel_floor_s)
+                     .seconds;
+      if (r_.dispatch_kernels > 0) {
+        s += roofline_term(0, (2 * tokens + 2 * l.pairs) * hidden_ * act, r_.gemm_flops_per_s, r_.dispatch_kernels, 1,
+                           r_.bytes_per_s, r_.kernel_floor_s)
+                 .seconds;
+      }
+      return s;
+    };
+    const double routed = r_.moe_table->seconds(t * dp_ * imbalance_, r_.moe_layout, routed_roofline);
+    double rest = 0;
+    if (shared_params_ + router_params_ > 0) {
+      rest = roofline_term(2 * t * (shared_params_ + router_params_),
+                           shared_params_ * r_.linear_bytes_per_param + router_params_ * act, r_.gemm_flops_per_s,
+                           (shared_params_ > 0 ? 2 : 0) + 1, 1, r_.bytes_per_s, r_.kernel_floor_s)
+                 .seconds;
+    }
+    RooflineTerm layer = roofline_term(flops, bytes, r_.gemm_flops_per_s, 3, moe_layers, r_.bytes_per_s,
+                                       r_.kernel_floor_s);
+    layer.seconds = (routed + rest) * moe_layers;
+    layer.measured = true;
+    add_roofline_term(out, keep, "moe_mlp_ep", layer);
+  } else {
+    add_roofline_group(out, keep, "moe_mlp_ep", flops, bytes, r_.gemm_flops_per_s, 3, moe_layers, r_.bytes_per_s,
                        r_.kernel_floor_s);
+    if (r_.dispatch_kernels > 0) {
+      add_roofline_group(out, keep, "moe_dispatch", 0, (2 * t + 2 * pairs) * hidden_ * act, r_.gemm_flops_per_s,
+                         r_.dispatch_kernels, moe_layers, r_.bytes_per_s, r_.kernel_floor_s);
+    }
   }
   if (dp_ > 1) {
     const double per_layer = all_to_all_seconds(t);

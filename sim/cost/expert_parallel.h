@@ -19,6 +19,7 @@
 #pragma once
 
 #include "sim/cost/step_cost.h"
+#include "sim/hardware/measured_moe.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
@@ -32,6 +33,10 @@ class ExpertParallelMoe {
     double linear_bytes_per_param = 2;  // shared experts (16-bit or the quantised format)
     double expert_bytes_per_param = 2;  // routed experts
     double dispatch_kernels = 0;        // routing kernels per MoE layer (engine profile)
+    // The measured fused-MoE table that times this layout's routed experts, null = roofline
+    // (RooflineCost::moe_source says why).
+    const MeasuredMoeTable* moe_table = nullptr;
+    MoeLayout moe_layout;
   };
   // REQUIRES: d.validate() passed, d.model.is_moe(), d.expert_parallel.
   ExpertParallelMoe(const Deployment& d, const Rates& r);

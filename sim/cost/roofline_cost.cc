@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "sim/cost/expert_parallel.h"
 #include "sim/cost/roofline_group.h"
 #include "sim/hardware/link_efficiency.h"
+#include "sim/hardware/measured_allreduce.h"
 
 namespace capsim {
 
@@ -144,6 +146,7 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;
   choose_measured_tables(d);
+  choose_moe_allreduce_tables(d);
   if (d.expert_parallel && m.is_moe()) {
     ExpertParallelMoe::Rates r;
     r.gemm_flops_per_s = gemm_rate_;
@@ -152,6 +155,8 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
     r.linear_bytes_per_param = linear_bytes_per_param_;
     r.expert_bytes_per_param = expert_bytes_per_param_;
     r.dispatch_kernels = moe_dispatch_kernels_;
+    r.moe_table = moe_table_;
+    r.moe_layout = moe_layout_;
     ep_ = std::make_shared<const ExpertParallelMoe>(d, r);
   }
 }
@@ -198,13 +203,114 @@ void RooflineCost::choose_measured_tables(const Deployment& d) {
   lm_head_table_ = head;
   if (linear_table_) {
     gemm_source_ = "measured: " + d.card.name + " " + framework + " GEMM table (" + linear_table_->info().dtype + ")" +
-                   (m.is_moe() || !measured_qkv_ ? " for the dense linear layers; MoE experts and MLA projections: roofline" : "");
+                   (m.is_moe() || !measured_qkv_ ? std::string(" for the dense linear layers") +
+                                                       (measured_qkv_ ? "" : "; MLA projections: roofline")
+                                                 : "");
   } else {
     gemm_source_ = roofline + " for the linear layers: no measured " + std::string(precision_name(d.weights)) +
                    (d.weights == math ? "" : " weight-only (" + std::string(precision_name(math)) + " math)") +
                    " GEMM table for " + d.card.name;
     if (lm_head_table_) gemm_source_ += "; LM head measured (" + lm_head_table_->info().dtype + " table)";
   }
+}
+
+void RooflineCost::choose_moe_allreduce_tables(const Deployment& d) {
+  const ModelSpec& m = d.model;
+  const std::shared_ptr<const MeasuredKernels>& tables = d.card.measured_kernels;
+  std::string off;  // why no table applies to either, empty when they may
+  if (!tables) {
+    off = "no measured kernel tables for " + d.card.name;
+  } else if (!MeasuredKernels::enabled()) {
+    off = d.card.name + " has measured tables, off (capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
+  }
+  // The tables time vLLM's kernels; another engine's may differ, so it keeps the roofline.
+  const auto other_engine = [&](const KernelTableInfo& info) {
+    return info.framework.rfind(d.engine.name + " ", 0) != 0
+               ? "the measured tables time " + info.framework + ", not " + d.engine.name
+               : std::string();
+  };
+  if (m.is_moe()) {
+    // The table of the experts' kernel as vLLM runs it: 16-bit; fp8_block for checkpoints
+    // shipped with quant_method fp8 (128x128 block scales: DeepSeek-V3, Qwen3-FP8); nvfp4. Only
+    // where the experts' math runs in that format (not weight-only). Other fp8 experts
+    // (compressed-tensors per-tensor checkpoints, --weights fp8) run kernels no table timed: the
+    // `fp8` tables time ModelOpt checkpoints' FlashInfer CUTLASS kernel, up to 4x slower than
+    // the roofline on Hopper (docs/kernel-validation.md), so they keep the roofline.
+    const Precision w = d.routed_expert_weights();
+    std::string dtype;
+    if (w == Precision::kBf16 || w == Precision::kFp16) dtype = "bf16";
+    const bool fp8_math = w == Precision::kFp8 && d.compute_precision() == Precision::kFp8;
+    if (fp8_math && m.checkpoint_quant == "fp8") dtype = "fp8_block";
+    if (w == Precision::kNvfp4 && d.compute_precision() == Precision::kNvfp4) dtype = "nvfp4";
+    const MeasuredMoeTable* table = off.empty() && !dtype.empty() ? tables->moe(dtype) : nullptr;
+    // Expert parallelism over the TP x DP group (whole experts, the table's `ep` rows); else
+    // every expert sliced over the TP group (its `tp` rows).
+    const bool ep = d.expert_parallel;
+    moe_layout_ = {static_cast<double>(m.hidden), static_cast<double>(m.expert_intermediate),
+                   experts_, experts_per_token_, ep ? 1.0 : static_cast<double>(d.tp),
+                   ep ? static_cast<double>(d.tp * d.dp) : 1.0};
+    std::ostringstream layout;
+    layout << "hidden " << m.hidden << ", inter " << m.expert_intermediate << ", " << m.experts << " experts, top-"
+           << m.experts_per_token << ", " << (ep ? "EP " : "TP ") << (ep ? d.tp * d.dp : d.tp);
+    if (!off.empty()) {
+      moe_source_ = "roofline: " + off;
+    } else if (fp8_math && dtype.empty()) {
+      moe_source_ = "roofline: the fp8 MoE tables time block-scaled (quant_method fp8) and ModelOpt checkpoints' "
+                    "kernels, not these per-tensor fp8 experts";
+    } else if (!table) {
+      moe_source_ = "roofline: no measured " + (dtype.empty() ? std::string(precision_name(w)) : dtype) +
+                    " MoE table for " + d.card.name;
+    } else if (const std::string why = other_engine(table->info()); !why.empty()) {
+      moe_source_ = "roofline: " + why;
+    } else if (!table->has(moe_layout_)) {
+      moe_source_ = "roofline: the " + d.card.name + " " + dtype + " MoE table did not measure " + layout.str();
+    } else {
+      moe_table_ = table;
+      moe_source_ = "measured: " + d.card.name + " " + table->info().framework + " MoE table (" + dtype + "), " +
+                    layout.str();
+    }
+  }
+  if (d.tp > 1) {
+    const MeasuredAllReduceTable* table = off.empty() ? tables->allreduce() : nullptr;
+    // vLLM's custom all-reduce runs inside an NVLink domain, or over PCIe between 2 GPUs with
+    // peer-to-peer (vllm/distributed/device_communicators/custom_all_reduce.py); elsewhere it
+    // falls back to NCCL, which the table did not time.
+    const Card::TpLink link = d.card.tp_link(d.tp);
+    const bool custom = link.kind == Card::TpLink::Kind::kNvlink ||
+                        (link.kind == Card::TpLink::Kind::kPcieP2p && d.tp == 2);
+    if (!off.empty()) {
+      allreduce_source_ = "roofline: " + off;
+    } else if (!table) {
+      allreduce_source_ = "roofline: no measured all-reduce table for " + d.card.name;
+    } else if (const std::string why = other_engine(table->info()); !why.empty()) {
+      allreduce_source_ = "roofline: " + why;
+    } else if (!custom) {
+      allreduce_source_ = "roofline: the table times vLLM's custom all-reduce, which TP " + std::to_string(d.tp) +
+                          " over " + link.name() + " does not run (NCCL)";
+    } else if (!table->has(d.tp)) {
+      allreduce_source_ = "roofline: the " + d.card.name + " all-reduce table did not measure " +
+                          std::to_string(d.tp) + " GPUs";
+    } else {
+      allreduce_table_ = table;
+      allreduce_source_ = "measured: " + d.card.name + " " + table->info().framework + " custom all-reduce table, " +
+                          std::to_string(d.tp) + " GPUs over " + link.name();
+    }
+  }
+}
+
+double RooflineCost::routed_moe_roofline_s(double t) const {
+  const double act = 2.0;
+  const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
+  double s = roofline_term(2 * t * experts_per_token_ * expert_params_,
+                           hit * expert_params_ * expert_bytes_per_param_ + 2 * t * hidden_ * act, gemm_rate_, 3,
+                           1, bandwidth_, kernel_floor_)
+                 .seconds;
+  if (moe_dispatch_kernels_ > 0) {
+    s += roofline_term(0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_, moe_dispatch_kernels_, 1,
+                       bandwidth_, kernel_floor_)
+             .seconds;
+  }
+  return s;
 }
 
 GemmRoofline RooflineCost::gemm_roofline() const {
@@ -266,6 +372,20 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
       out.moe_dispatch = term(0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_,
                               moe_dispatch_kernels_, moe_layers_, bandwidth_);
     }
+    if (moe_table_) {
+      // The table's layer is the routed experts with their routing kernels; the shared experts
+      // and the router GEMM stay on the roofline. FLOPs and bytes stay the roofline's (for MFU).
+      const double routed = moe_table_->seconds(t, moe_layout_, [this](double x) { return routed_moe_roofline_s(x); });
+      double rest = 0;
+      if (shared_params_ + router_params_ > 0) {
+        rest = term(2 * t * (shared_params_ + router_params_), shared_params_ * wb + router_params_ * act, gemm_rate_,
+                    (shared_params_ > 0 ? 2 : 0) + 1, 1, bandwidth_)
+                   .seconds;
+      }
+      out.moe_mlp.seconds = (routed + rest) * moe_layers_;
+      out.moe_mlp.measured = true;
+      out.moe_dispatch = RooflineTerm{};
+    }
   }
   // Norms, rotary embedding, activation function, residual adds: ~10 reads/writes of the hidden
   // state per token per layer, in three fused kernels.
@@ -274,11 +394,14 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
   // Tensor parallelism: two all-reduces per layer of t x hidden 16-bit values.
   if (tp_ > 1) {
     const double bytes = t * hidden_ * act;
-    const double per = allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
+    const double per = allreduce_table_ ? allreduce_table_->seconds(tp_, bytes)
+                                        : allreduce_latency_ + 2.0 * (tp_ - 1) / tp_ * bytes / link_bandwidth_;
     // Under DP attention the MoE layers' all-reduce gives way to the all-to-all (ep_ adds it).
     const double reduces = ep_ && ep_->all_to_all() ? 2 * dense_layers_ + moe_layers_ : 2 * layers_;
     const double embedding = embedding_ ? 1.0 : 0.0;
-    out.all_reduce_s = per * reduces + allreduce_latency_ * embedding;  // + embedding all-reduce
+    // + the embedding's all-reduce of the same t x hidden values: its latency on the roofline,
+    // its measured time with the table.
+    out.all_reduce_s = per * reduces + (allreduce_table_ ? per : allreduce_latency_) * embedding;
     out.all_reduce_bytes = bytes * (reduces + embedding);
   }
   return out;
@@ -374,7 +497,7 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
       ep_->add(out, keep, t, moe_layers_);
     } else if (moe_layers_ > 0) {
       add_roofline_term(out, keep, "moe_mlp", tt.moe_mlp);
-      if (moe_dispatch_kernels_ > 0) add_roofline_term(out, keep, "moe_dispatch", tt.moe_dispatch);
+      if (moe_dispatch_kernels_ > 0 && !moe_table_) add_roofline_term(out, keep, "moe_dispatch", tt.moe_dispatch);
     }
     add_roofline_term(out, keep, "elementwise", tt.elementwise);
 
@@ -392,7 +515,10 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
     if (tp_ > 1) {
       out.seconds += tt.all_reduce_s;
       out.communication_s += tt.all_reduce_s;
-      if (keep) out.groups.push_back({"all_reduce", 0, tt.all_reduce_bytes, 0, 0, tt.all_reduce_s, Bound::kCommunication});
+      if (keep) {
+        out.groups.push_back({"all_reduce", 0, tt.all_reduce_bytes, 0, 0, tt.all_reduce_s, Bound::kCommunication,
+                              allreduce_table_ != nullptr});
+      }
     }
     if (overhead_) {
       const double overhead = step_overhead_ + per_sequence_overhead_ * static_cast<double>(b.sequences());

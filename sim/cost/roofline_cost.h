@@ -16,6 +16,7 @@
 #include "sim/cost/roofline_group.h"
 #include "sim/cost/step_cost.h"
 #include "sim/hardware/measured_kernels.h"
+#include "sim/hardware/measured_moe.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
@@ -71,6 +72,10 @@ class RooflineCost : public StepCost {
   // [+ bf16 for the LM head], <file>" or "roofline: ..." with the reason no table applies
   // (docs/cost-model.md#measured-kernels).
   const std::string& gemm_source() const { return gemm_source_; }
+  // Where the MoE layers' expert compute and the TP all-reduces come from: "measured: ..." with
+  // the table, or "roofline: ..." with the reason none applies; empty for a dense model / TP 1.
+  const std::string& moe_source() const { return moe_source_; }
+  const std::string& allreduce_source() const { return allreduce_source_; }
 
  private:
   // The step's breakdown; with Keep, its groups listed too. A template, not a flag: every step's
@@ -88,6 +93,11 @@ class RooflineCost : public StepCost {
   TokenTerms token_terms(double t) const;
   // Sets the linear layers' shapes and the tables that time them (or says why none does).
   void choose_measured_tables(const Deployment& d);
+  // The same for the MoE layers and the TP all-reduce (moe_table_, allreduce_table_).
+  void choose_moe_allreduce_tables(const Deployment& d);
+  // One MoE layer's routed experts and routing kernels by the roofline, t tokens on this GPU (TP
+  // slices): what the measured MoE table is carried by outside its token range.
+  double routed_moe_roofline_s(double t) const;
   RooflineTerm lm_head_term(double logit_rows) const;
   // `roofline`'s term with its time replaced by the measured GEMMs of `shapes` at m = t tokens,
   // summed, x repeat.
@@ -142,6 +152,12 @@ class RooflineCost : public StepCost {
   bool measured_qkv_ = false;  // a single fused qkv GEMM (not MLA's several projections)
   LinearShape qkv_shape_, o_shape_, up_shape_, down_shape_, lm_head_shape_;
   std::string gemm_source_;
+  // Measured fused-MoE and custom all-reduce tables (sim/hardware/measured_moe.h,
+  // measured_allreduce.h); null = roofline.
+  const MeasuredMoeTable* moe_table_ = nullptr;
+  MoeLayout moe_layout_;
+  const MeasuredAllReduceTable* allreduce_table_ = nullptr;
+  std::string moe_source_, allreduce_source_;
 };
 
 }  // namespace capsim

@@ -10,6 +10,8 @@
 #include <tuple>
 
 #include "sim/core/error.h"
+#include "sim/hardware/measured_allreduce.h"
+#include "sim/hardware/measured_moe.h"
 
 namespace capsim {
 namespace {
@@ -255,10 +257,30 @@ MeasuredKernels MeasuredKernels::load_dir(const std::string& dir, const std::str
     if (dash == std::string::npos || !ops.count(op)) {
       throw Error(f.string() + ": the name must be <op>-<dtype>.csv with op one of: " + joined(ops));
     }
+    const std::string dtype = stem.substr(dash + 1);
+    const auto check = [&](const KernelTableInfo& info) {
+      if (info.dtype != dtype) {
+        throw Error(f.string() + ": dtype '" + info.dtype + "' differs from the file name's '" + dtype + "'");
+      }
+      if (info.card != card) {
+        throw Error(f.string() + ": card '" + info.card + "' differs from its folder's card '" + card + "'");
+      }
+    };
+    if (op == "moe") {
+      auto t = std::make_shared<const MeasuredMoeTable>(MeasuredMoeTable::load(f.string()));
+      check(t->info());
+      out.moe_.emplace(dtype, std::move(t));
+      continue;
+    }
+    if (op == "allreduce") {
+      auto t = std::make_shared<const MeasuredAllReduceTable>(MeasuredAllReduceTable::load(f.string()));
+      check(t->info());
+      out.allreduce_ = std::move(t);
+      continue;
+    }
     // Imported and scored (docs/validation.md#kernels), not yet read by the cost model.
     if (op != "gemm") continue;
     MeasuredGemmTable t = MeasuredGemmTable::load(f.string());
-    const std::string dtype = stem.substr(dash + 1);
     if (t.info().dtype != dtype) {
       throw Error(f.string() + ": dtype '" + t.info().dtype + "' differs from the file name's '" + dtype + "'");
     }
@@ -284,6 +306,11 @@ bool MeasuredKernels::enabled() {
   if (enabled_setting() >= 0) return enabled_setting() == 1;
   const char* env = std::getenv("CAPSIM_MEASURED_KERNELS");
   return env && std::string(env) == "1";
+}
+
+const MeasuredMoeTable* MeasuredKernels::moe(const std::string& dtype) const {
+  const auto it = moe_.find(dtype);
+  return it == moe_.end() ? nullptr : it->second.get();
 }
 
 const MeasuredGemmTable* MeasuredKernels::gemm(Precision p) const {

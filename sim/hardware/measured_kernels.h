@@ -14,6 +14,9 @@
 
 namespace capsim {
 
+class MeasuredMoeTable;        // sim/hardware/measured_moe.h
+class MeasuredAllReduceTable;  // sim/hardware/measured_allreduce.h
+
 // Where a table's numbers come from: its header lines.
 struct KernelTableInfo {
   std::string file;                         // the path it was read from
@@ -70,14 +73,18 @@ class MeasuredGemmTable {
 class MeasuredKernels {
  public:
   // Reads every <op>-<dtype>.csv in `dir` (calibration/kernels/<card>/); each file's `card`
-  // must be `card`. Only the gemm tables are read; the attention, MoE and all-reduce tables are
-  // stored for the cost model's next step. Throws capsim::Error for a bad file or name.
+  // must be `card`. The gemm, moe and allreduce tables are read; the attention tables are
+  // checked by name only. Throws capsim::Error for a bad file or name.
   static MeasuredKernels load_dir(const std::string& dir, const std::string& card);
 
   // The GEMM table for linear layers run in precision `p`: fp16 uses the bf16 table (the same
   // tensor-core rate on every card that has both). nullptr when there is none.
   const MeasuredGemmTable* gemm(Precision p) const;
   bool empty() const { return gemm_.empty(); }
+  // The fused-MoE table of `dtype` ("bf16", "fp8", "fp8_block", "nvfp4") and the custom
+  // all-reduce table; nullptr when the card has none.
+  const MeasuredMoeTable* moe(const std::string& dtype) const;
+  const MeasuredAllReduceTable* allreduce() const { return allreduce_.get(); }
   // "h100-sxm vllm 0.24.0 GEMM tables (bf16, fp8)".
   std::string describe() const;
 
@@ -90,6 +97,8 @@ class MeasuredKernels {
 
  private:
   std::map<Precision, MeasuredGemmTable> gemm_;
+  std::map<std::string, std::shared_ptr<const MeasuredMoeTable>> moe_;
+  std::shared_ptr<const MeasuredAllReduceTable> allreduce_;
 };
 
 }  // namespace capsim

@@ -1,0 +1,53 @@
+#include "sim/hardware/measured_allreduce.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/core/error.h"
+#include "sim/hardware/measured_moe.h"
+
+namespace capsim {
+
+MeasuredAllReduceTable MeasuredAllReduceTable::load(const std::string& path) {
+  MeasuredRows r = read_measured_rows(path, "allreduce", {"gpus", "bytes"});
+  if (r.info.dtype != "bf16") {
+    throw Error(path + ": dtype '" + r.info.dtype + "' is not supported; accepted: bf16");
+  }
+  MeasuredAllReduceTable t;
+  t.info_ = r.info;
+  std::map<int, std::vector<std::pair<double, double>>> by_gpus;
+  for (const auto& row : r.rows) {
+    if (row[0] < 2) throw Error(path + ": gpus must be at least 2 (an all-reduce over one GPU is no kernel)");
+    by_gpus[static_cast<int>(row[0])].push_back({row[1], row[2]});
+  }
+  for (auto& [gpus, pts] : by_gpus) {
+    std::sort(pts.begin(), pts.end());
+    Series s;
+    for (const auto& [bytes, sec] : pts) {
+      s.bytes.push_back(bytes);
+      s.seconds.push_back(sec);
+    }
+    t.points_ += pts.size();
+    t.series_.emplace(gpus, std::move(s));
+  }
+  return t;
+}
+
+double MeasuredAllReduceTable::seconds(int gpus, double bytes) const {
+  const Series& s = series_.at(gpus);
+  if (bytes <= s.bytes.front()) return s.seconds.front();
+  if (bytes >= s.bytes.back()) return s.seconds.back() * bytes / s.bytes.back();
+  const auto it = std::lower_bound(s.bytes.begin(), s.bytes.end(), bytes);
+  const std::size_t hi = static_cast<std::size_t>(it - s.bytes.begin());
+  if (s.bytes[hi] == bytes) return s.seconds[hi];
+  const std::size_t lo = hi - 1;
+  const double w = (std::log(bytes) - std::log(s.bytes[lo])) / (std::log(s.bytes[hi]) - std::log(s.bytes[lo]));
+  return std::exp((1 - w) * std::log(s.seconds[lo]) + w * std::log(s.seconds[hi]));
+}
+
+bool MeasuredAllReduceTable::covers(int gpus, double bytes) const {
+  const auto it = series_.find(gpus);
+  return it != series_.end() && bytes >= it->second.bytes.front() && bytes <= it->second.bytes.back();
+}
+
+}  // namespace capsim
