@@ -52,7 +52,7 @@ int run_roofline(const RooflineOptions& o) {
       {"mfu", s.mfu}, {"mbu", s.mbu}, {"decode_tokens_per_s", tokens_per_s},
       {"achieved_flops_per_s", cost.gemm_flops_per_s()},
       {"achieved_bytes_per_s", cost.bytes_per_s()}, {"gemm_source", cost.gemm_source()},
-      {"groups", groups}};
+      {"attention_source", cost.attention_source()}, {"groups", groups}};
   if (d.beyond_tp()) {
     j["pp"] = d.pp;
     j["dp"] = d.dp;
@@ -72,7 +72,8 @@ int run_roofline(const RooflineOptions& o) {
     if (o.prefill > 0) std::cout << " + a prefill chunk of " << o.prefill << " tokens";
     std::cout << "\n  achieved rates per GPU: " << units::format_rate(cost.gemm_flops_per_s(), "FLOP/s")
               << " (GEMM), " << units::format_rate(cost.bytes_per_s(), "B/s") << " (memory)\n"
-              << "  linear layers: " << cost.gemm_source() << "\n\n";
+              << "  linear layers: " << cost.gemm_source() << "\n"
+              << "  attention: " << cost.attention_source() << "\n\n";
     TextTable t({"group", "GFLOP/GPU", "MB/GPU", "compute", "memory", "time", "share", "bound"});
     for (const auto& g : s.groups) {
       t.row({g.group, fmt("%.2f", g.flops / 1e9), fmt("%.1f", g.bytes / 1e6),
