@@ -15,7 +15,8 @@ Scores every table of calibration/kernels/<card>/<op>-<dtype>.csv
              held-out m and on held-out (n, k). The other ops: the same kind of lookup here (for
              MoE and all-reduce capsim's own, checked against capsim by check_capsim_tables), log
              time linear in log of the axis between the two fitted neighbours (bilinear for two
-             axes), on interior held-out points.
+             axes), on interior held-out points; for attention that is capsim's own rule inside
+             the measured range (sim/hardware/measured_attention.cc).
 
 Errors are predicted / measured - 1; each cell is median |error| / p90 |error| / median error
 (bias) (points).
@@ -748,11 +749,15 @@ def report(capsim, data_dir):
     A("  (counted in the table).")
     A("- `allreduce`: vLLM's custom all-reduce of `bytes` over `gpus` GPUs (CUDA graph).")
     A("")
-    A("The **held-out** columns score a lookup of the same kind as capsim's GEMM lookup on these")
-    A("tables: each series along an axis, the other shape")
-    A("columns fixed, is thinned to every other point, and each left-out interior point is predicted")
-    A("from its two neighbours, log time linear in the log of the axis; the two-axis column leaves out")
-    A("every other value of both axes and interpolates bilinearly (log-log) from the four corners.")
+    A("The **held-out** columns score a table lookup on shapes left out of it: each series along an")
+    A("axis, the other shape columns fixed, is thinned to every other point, and each left-out interior")
+    A("point is predicted from its two neighbours, log time linear in the log of the axis; the two-axis")
+    A("column leaves out every other value of both axes and interpolates bilinearly (log-log) from the")
+    A("four corners. For attention this is capsim's own rule inside the measured range")
+    A("(`sim/hardware/measured_attention.cc`: log-log in length along each batch, then in log batch;")
+    A("its numbers pinned by `tests/cost/measured_attention_test.cc`), so the attention held-out")
+    A("columns are **capsim with tables** (on, per engine, with `kernels.measured_kernels`,")
+    A("[cost-model.md](cost-model.md#measured-kernels)).")
     A("")
     A("**capsim with the tables** (`--measured-kernels`): for MoE and all-reduce the held-out columns")
     A("are capsim's own predictions, its lookup being this one ([cost-model.md](cost-model.md#measured-kernels)).")

@@ -53,7 +53,7 @@ int run_roofline(const RooflineOptions& o) {
       {"achieved_flops_per_s", cost.gemm_flops_per_s()},
       {"achieved_bytes_per_s", cost.bytes_per_s()}, {"gemm_source", cost.gemm_source()},
       {"moe_source", cost.moe_source()}, {"allreduce_source", cost.allreduce_source()},
-      {"groups", groups}};
+      {"attention_source", cost.attention_source()}, {"groups", groups}};
   if (d.beyond_tp()) {
     j["pp"] = d.pp;
     j["dp"] = d.dp;
@@ -73,7 +73,8 @@ int run_roofline(const RooflineOptions& o) {
     if (o.prefill > 0) std::cout << " + a prefill chunk of " << o.prefill << " tokens";
     std::cout << "\n  achieved rates per GPU: " << units::format_rate(cost.gemm_flops_per_s(), "FLOP/s")
               << " (GEMM), " << units::format_rate(cost.bytes_per_s(), "B/s") << " (memory)\n"
-              << "  linear layers: " << cost.gemm_source() << "\n";
+              << "  linear layers: " << cost.gemm_source() << "\n"
+              << "  attention: " << cost.attention_source() << "\n";
     if (!cost.moe_source().empty()) std::cout << "  MoE layers: " << cost.moe_source() << "\n";
     if (!cost.allreduce_source().empty()) std::cout << "  all-reduce: " << cost.allreduce_source() << "\n";
     std::cout << "\n";

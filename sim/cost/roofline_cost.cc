@@ -145,8 +145,10 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   }
   step_overhead_ = e.step_overhead_s;
   per_sequence_overhead_ = e.per_sequence_overhead_s;
+  measured_on_ = MeasuredKernels::enabled(e.measured_kernels);
   choose_measured_tables(d);
   choose_moe_allreduce_tables(d);
+  choose_attention_tables(d);
   if (d.expert_parallel && m.is_moe()) {
     ExpertParallelMoe::Rates r;
     r.gemm_flops_per_s = gemm_rate_;
@@ -181,9 +183,9 @@ void RooflineCost::choose_measured_tables(const Deployment& d) {
     gemm_source_ = roofline + ": no measured kernel tables for " + d.card.name;
     return;
   }
-  if (!MeasuredKernels::enabled()) {
-    gemm_source_ = roofline + ": " + d.card.name +
-                   " has measured GEMM tables, off (capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
+  if (!measured_on_) {
+    gemm_source_ = roofline + ": " + d.card.name + " has measured GEMM tables, off (engine " + d.engine.name +
+                   " kernels.measured_kernels false; capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
     measured_.reset();
     return;
   }
@@ -220,8 +222,9 @@ void RooflineCost::choose_moe_allreduce_tables(const Deployment& d) {
   std::string off;  // why no table applies to either, empty when they may
   if (!tables) {
     off = "no measured kernel tables for " + d.card.name;
-  } else if (!MeasuredKernels::enabled()) {
-    off = d.card.name + " has measured tables, off (capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
+  } else if (!measured_on_) {
+    off = d.card.name + " has measured tables, off (engine " + d.engine.name +
+          " kernels.measured_kernels false; capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
   }
   // The tables time vLLM's kernels; another engine's may differ, so it keeps the roofline.
   const auto other_engine = [&](const KernelTableInfo& info) {
@@ -311,6 +314,104 @@ double RooflineCost::routed_moe_roofline_s(double t) const {
              .seconds;
   }
   return s;
+}
+
+void RooflineCost::choose_attention_tables(const Deployment& d) {
+  const ModelSpec& m = d.model;
+  const std::string roofline = "roofline (" + d.card.name + " datasheet peak x card-file efficiencies)";
+  const std::shared_ptr<const MeasuredKernels>& tables = d.card.measured_kernels;
+  const MeasuredAttentionTable* decode = tables ? tables->attention_decode(d.kv_cache) : nullptr;
+  const MeasuredAttentionTable* prefill = tables ? tables->attention_prefill(d.kv_cache) : nullptr;
+  const MeasuredAttentionTable* any = decode ? decode : prefill;
+  if (!tables || (!tables->attention_decode(Precision::kBf16) && !tables->attention_prefill(Precision::kBf16) && !any)) {
+    attention_source_ = roofline + ": no measured attention tables for " + d.card.name;
+    return;
+  }
+  if (!measured_on_) {
+    attention_source_ = roofline + ": " + d.card.name + " has measured attention tables, off (engine " +
+                        d.engine.name + " kernels.measured_kernels false; capsim --measured-kernels or CAPSIM_MEASURED_KERNELS=1)";
+    return;
+  }
+  if (m.attention == AttentionKind::kLatent) {
+    attention_source_ = roofline + ": the measured attention tables time MHA/GQA kernels, not MLA";
+    return;
+  }
+  if (d.compute_precision() == Precision::kFp32) {
+    attention_source_ = roofline + ": the measured attention tables time 16-bit attention, not fp32";
+    return;
+  }
+  if (!any) {
+    attention_source_ = roofline + ": no measured attention tables for a " + std::string(precision_name(d.kv_cache)) +
+                        " KV cache on " + d.card.name;
+    return;
+  }
+  const std::string& framework = any->info().framework;
+  if (framework.rfind(d.engine.name + " ", 0) != 0) {
+    attention_source_ = roofline + ": the measured attention tables time " + framework + ", not " + d.engine.name;
+    return;
+  }
+  measured_ = tables;
+  decode_table_ = decode;
+  prefill_table_ = prefill;
+  kv_element_bytes_ = element_bytes(d.kv_cache);
+  const double tp = d.tp;
+  attention_heads_.heads = static_cast<double>(m.heads) / tp;
+  attention_heads_.kv_heads = m.kv_elements_per_token_per_layer(d.tp) / (2.0 * static_cast<double>(m.head_dim));
+  attention_heads_.head_dim = static_cast<double>(m.head_dim);
+  AttentionShape windowed = attention_heads_;
+  windowed.window = window_;
+  if (decode_table_) {
+    decode_layout_ = decode_table_->nearest_layout(attention_heads_);
+    decode_window_layout_ = decode_table_->nearest_layout(windowed);
+  }
+  if (prefill_table_) {
+    prefill_layout_ = prefill_table_->nearest_layout(attention_heads_);
+    prefill_window_layout_ = prefill_table_->nearest_layout(windowed);
+  }
+  std::string phases = decode_table_ && prefill_table_ ? "decode, prefill" : decode_table_ ? "decode; prefill: roofline"
+                                                                                          : "prefill; decode: roofline";
+  attention_source_ = "measured: " + d.card.name + " " + framework + " attention tables (" + any->info().dtype +
+                      " KV; " + phases + ")";
+  const MeasuredAttentionTable::Layout& l = any->layout(decode_table_ ? decode_layout_ : prefill_layout_);
+  const AttentionShape& h = attention_heads_;
+  if (l.heads != h.heads || l.kv_heads != h.kv_heads || l.head_dim != h.head_dim) {
+    const auto num = [](double v) {
+      std::string s = std::to_string(v);
+      s.erase(s.find_last_not_of('0') + 1);
+      if (s.back() == '.') s.pop_back();
+      return s;
+    };
+    attention_source_ += "; " + num(h.heads) + " heads / " + num(h.kv_heads) + " KV heads x " + num(h.head_dim) +
+                         " per GPU carried from the measured " + num(l.heads) + " / " + num(l.kv_heads) + " x " +
+                         num(l.head_dim) + " by the roofline";
+  }
+}
+
+double RooflineCost::attention_roofline_seconds(bool decode, const AttentionShape& s) const {
+  const double per_pair = 4.0 * s.heads * s.head_dim;
+  const double kv_bytes = 2.0 * s.kv_heads * s.head_dim * kv_element_bytes_;
+  const bool windowed = s.window > 0 && s.length > s.window;
+  if (decode) {
+    const double keys = windowed ? s.window : s.length;
+    return roofline_term(per_pair * s.batch * keys, s.batch * keys * kv_bytes, attention_rate_, 1, 1,
+                         attention_bandwidth_, kernel_floor_).seconds;
+  }
+  // Causal pairs of a prompt of `length` tokens, each query reaching at most `window` keys; the
+  // KV read twice (the cached part, here none, plus the chunk), as the cost model counts it.
+  const double w = s.window;
+  const double pairs = windowed ? w * (w + 1) / 2 + (s.length - w) * w : s.length * (s.length + 1) / 2;
+  return roofline_term(per_pair * s.batch * pairs, 2 * s.batch * s.length * kv_bytes, attention_rate_, 1, 1,
+                       attention_bandwidth_, kernel_floor_).seconds;
+}
+
+RooflineTerm RooflineCost::measured_attention_term(const MeasuredAttentionTable& table, std::size_t layout,
+                                                   bool decode, const AttentionShape& shape, RooflineTerm roofline,
+                                                   double repeat) const {
+  const AttentionRoofline r = [this, decode](const AttentionShape& s) { return attention_roofline_seconds(decode, s); };
+  const double measured = table.seconds(layout, shape, r);
+  roofline.seconds = measured * (roofline.seconds / repeat) / r(shape) * repeat;
+  roofline.measured = true;
+  return roofline;
 }
 
 GemmRoofline RooflineCost::gemm_roofline() const {
@@ -445,12 +546,28 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
     // side of the window: all of gpt-oss's (window 128) past the first few hundred tokens, all of
     // Gemma 2's (window 4096) below 4096.
     const double full_layers = layers_ - sliding_layers_;
+    // An attention group's roofline, or its time from the measured tables when set: the step's
+    // sequences as one call of `sequences` x their mean `length` (docs/cost-model.md#measured-kernels).
+    const auto attention = [&](const char* group, double flops, double bytes, double repeat,
+                               const MeasuredAttentionTable* table, std::size_t layout, bool decode,
+                               double sequences, double length, double window) {
+      RooflineTerm term = roofline_term(flops, bytes, attention_rate_, 1, repeat, attention_bandwidth_, kernel_floor_);
+      if (table) {
+        AttentionShape shape = attention_heads_;
+        shape.batch = sequences;
+        shape.length = length;
+        shape.window = window;
+        term = measured_attention_term(*table, layout, decode, shape, term, repeat);
+      }
+      add_roofline_term(out, keep, group, term);
+    };
     if (b.prefill_tokens > 0) {
       const double chunk_tokens = static_cast<double>(b.prefill_tokens);
+      const double chunks = static_cast<double>(b.prefill_sequences);
       if (full_layers > 0) {
-        add("attention_prefill", prefill_flops_per_pair_ * b.prefill_attention_pairs,
-            (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1,
-            full_layers, attention_bandwidth_);
+        attention("attention_prefill", prefill_flops_per_pair_ * b.prefill_attention_pairs,
+                  (b.prefill_kv_tokens + chunk_tokens) * kv_bytes_per_token_layer_, full_layers, prefill_table_,
+                  prefill_layout_, false, chunks, chunk_tokens / chunks, 0);
         const double cached = b.prefill_kv_tokens - chunk_tokens;
         if (kv_up_params_ > 0 && cached > 0) {
           // Three kernels (the cache gather, the kv_b GEMM, the k_nope/k_pe concatenation);
@@ -466,18 +583,18 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
         const double pairs = std::min(b.prefill_attention_pairs, chunk_tokens * window_);
         const double kv = std::min(b.prefill_kv_tokens,
                                    static_cast<double>(b.prefill_sequences) * (window_ - 1) + chunk_tokens);
-        add("attention_prefill_window", prefill_flops_per_pair_ * pairs,
-            (kv + chunk_tokens) * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
-            attention_bandwidth_);
+        attention("attention_prefill_window", prefill_flops_per_pair_ * pairs, (kv + chunk_tokens) * kv_bytes_per_token_layer_,
+                  sliding_layers_, prefill_table_, prefill_window_layout_, false, chunks, chunk_tokens / chunks, window_);
       }
     }
     if (b.decode_sequences > 0) {
       // Speculative drafts add query tokens over the same KV (read once per sequence): each of
       // the decode_sequences + spec_tokens queries reaches at most window_ keys in a sliding layer.
+      const double decodes = static_cast<double>(b.decode_sequences);
       if (full_layers > 0) {
-        add("attention_decode", decode_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
-            b.decode_context_tokens * kv_bytes_per_token_layer_, attention_rate_, 1, full_layers,
-            attention_bandwidth_);
+        attention("attention_decode", decode_flops_per_pair_ * (b.decode_context_tokens + b.spec_attention_pairs),
+                  b.decode_context_tokens * kv_bytes_per_token_layer_, full_layers, decode_table_, decode_layout_,
+                  true, decodes, b.decode_context_tokens / decodes, 0);
       }
       if (sliding_layers_ > 0) {
         const double context = std::min(b.decode_context_tokens,
@@ -486,9 +603,9 @@ StepBreakdown RooflineCost::compute(const BatchShape& b) const {
                                  ? std::min(b.decode_context_tokens + b.spec_attention_pairs,
                                             static_cast<double>(b.decode_sequences + b.spec_tokens) * window_)
                                  : context;
-        add("attention_decode_window", decode_flops_per_pair_ * pairs,
-            context * kv_bytes_per_token_layer_, attention_rate_, 1, sliding_layers_,
-            attention_bandwidth_);
+        attention("attention_decode_window", decode_flops_per_pair_ * pairs, context * kv_bytes_per_token_layer_,
+                  sliding_layers_, decode_table_, decode_window_layout_, true, decodes,
+                  b.decode_context_tokens / decodes, window_);
       }
     }
     add_roofline_term(out, keep, "o_proj", tt.o_proj);

@@ -15,6 +15,7 @@
 
 #include "sim/cost/roofline_group.h"
 #include "sim/cost/step_cost.h"
+#include "sim/hardware/measured_attention.h"
 #include "sim/hardware/measured_kernels.h"
 #include "sim/hardware/measured_moe.h"
 #include "sim/llm/deployment.h"
@@ -76,6 +77,13 @@ class RooflineCost : public StepCost {
   // the table, or "roofline: ..." with the reason none applies; empty for a dense model / TP 1.
   const std::string& moe_source() const { return moe_source_; }
   const std::string& allreduce_source() const { return allreduce_source_; }
+  // Where the attention kernels' times come from: "measured: <card> <framework> attention tables
+  // (<kv dtype> KV)" or "roofline (...)" with the reason (docs/cost-model.md#measured-kernels).
+  const std::string& attention_source() const { return attention_source_; }
+  // The one gate for every measured-kernel op of this deployment: the engine profile's
+  // `kernels.measured_kernels`, unless `capsim --measured-kernels` / CAPSIM_MEASURED_KERNELS
+  // overrides it for the process (MeasuredKernels::enabled).
+  bool measured_kernels_on() const { return measured_on_; }
 
  private:
   // The step's breakdown; with Keep, its groups listed too. A template, not a flag: every step's
@@ -99,6 +107,16 @@ class RooflineCost : public StepCost {
   // slices): what the measured MoE table is carried by outside its token range.
   double routed_moe_roofline_s(double t) const;
   RooflineTerm lm_head_term(double logit_rows) const;
+  // Sets the attention tables and their layouts (or says why none applies).
+  void choose_attention_tables(const Deployment& d);
+  // One attention call's roofline (per layer): what carries the tables to unmeasured shapes.
+  double attention_roofline_seconds(bool decode, const AttentionShape& s) const;
+  // `roofline` (the step's attention group over `repeat` layers) timed from `table` instead: the
+  // table's time of `shape` (the step as one uniform call: its sequences at their mean length),
+  // times the group's roofline over the roofline of `shape`, which carries what the uniform
+  // call leaves out (cached prefixes, speculative queries, unequal lengths).
+  RooflineTerm measured_attention_term(const MeasuredAttentionTable& table, std::size_t layout, bool decode,
+                                       const AttentionShape& shape, RooflineTerm roofline, double repeat) const;
   // `roofline`'s term with its time replaced by the measured GEMMs of `shapes` at m = t tokens,
   // summed, x repeat.
   struct LinearShape {
@@ -158,6 +176,15 @@ class RooflineCost : public StepCost {
   MoeLayout moe_layout_;
   const MeasuredAllReduceTable* allreduce_table_ = nullptr;
   std::string moe_source_, allreduce_source_;
+  // Measured attention tables for the KV cache's precision; null = roofline. The layouts are the
+  // tables' nearest measured head layouts for full-attention and sliding-window layers.
+  const MeasuredAttentionTable* decode_table_ = nullptr;
+  const MeasuredAttentionTable* prefill_table_ = nullptr;
+  std::size_t decode_layout_ = 0, decode_window_layout_ = 0, prefill_layout_ = 0, prefill_window_layout_ = 0;
+  AttentionShape attention_heads_;  // heads, kv_heads, head_dim per GPU
+  double kv_element_bytes_ = 2;
+  bool measured_on_ = false;
+  std::string attention_source_;
 };
 
 }  // namespace capsim

@@ -12,6 +12,7 @@
 #include "sim/core/error.h"
 #include "sim/hardware/measured_allreduce.h"
 #include "sim/hardware/measured_moe.h"
+#include "sim/hardware/measured_attention.h"
 
 namespace capsim {
 namespace {
@@ -278,15 +279,15 @@ MeasuredKernels MeasuredKernels::load_dir(const std::string& dir, const std::str
       out.allreduce_ = std::move(t);
       continue;
     }
-    // Imported and scored (docs/validation.md#kernels), not yet read by the cost model.
-    if (op != "gemm") continue;
+    if (op == "attention_decode" || op == "attention_prefill") {
+      auto t = std::make_shared<const MeasuredAttentionTable>(MeasuredAttentionTable::load(f.string()));
+      if (t->info().op != op) throw Error(f.string() + ": op '" + t->info().op + "' differs from the file name's '" + op + "'");
+      check(t->info());
+      (op == "attention_decode" ? out.attention_decode_ : out.attention_prefill_)[parse_precision(dtype, f.string())] = std::move(t);
+      continue;
+    }
     MeasuredGemmTable t = MeasuredGemmTable::load(f.string());
-    if (t.info().dtype != dtype) {
-      throw Error(f.string() + ": dtype '" + t.info().dtype + "' differs from the file name's '" + dtype + "'");
-    }
-    if (t.info().card != card) {
-      throw Error(f.string() + ": card '" + t.info().card + "' differs from its folder's card '" + card + "'");
-    }
+    check(t.info());
     out.gemm_.emplace(parse_precision(dtype, f.string()), std::move(t));
   }
   return out;
@@ -302,10 +303,26 @@ int& enabled_setting() {
 
 void MeasuredKernels::set_enabled(bool on) { enabled_setting() = on ? 1 : 0; }
 
-bool MeasuredKernels::enabled() {
+void MeasuredKernels::clear_override() { enabled_setting() = -1; }
+
+bool MeasuredKernels::enabled(bool engine_default) {
   if (enabled_setting() >= 0) return enabled_setting() == 1;
   const char* env = std::getenv("CAPSIM_MEASURED_KERNELS");
-  return env && std::string(env) == "1";
+  if (env && std::string(env) == "1") return true;
+  if (env && std::string(env) == "0") return false;
+  return engine_default;
+}
+
+const MeasuredAttentionTable* MeasuredKernels::attention_decode(Precision kv) const {
+  if (kv == Precision::kFp16) kv = Precision::kBf16;
+  const auto it = attention_decode_.find(kv);
+  return it == attention_decode_.end() ? nullptr : it->second.get();
+}
+
+const MeasuredAttentionTable* MeasuredKernels::attention_prefill(Precision kv) const {
+  if (kv == Precision::kFp16) kv = Precision::kBf16;
+  const auto it = attention_prefill_.find(kv);
+  return it == attention_prefill_.end() ? nullptr : it->second.get();
 }
 
 const MeasuredMoeTable* MeasuredKernels::moe(const std::string& dtype) const {

@@ -16,6 +16,7 @@ namespace capsim {
 
 class MeasuredMoeTable;        // sim/hardware/measured_moe.h
 class MeasuredAllReduceTable;  // sim/hardware/measured_allreduce.h
+class MeasuredAttentionTable;  // sim/hardware/measured_attention.h
 
 // Where a table's numbers come from: its header lines.
 struct KernelTableInfo {
@@ -73,32 +74,42 @@ class MeasuredGemmTable {
 class MeasuredKernels {
  public:
   // Reads every <op>-<dtype>.csv in `dir` (calibration/kernels/<card>/); each file's `card`
-  // must be `card`. The gemm, moe and allreduce tables are read; the attention tables are
-  // checked by name only. Throws capsim::Error for a bad file or name.
+  // must be `card`. The gemm, attention, moe and allreduce tables are read. Throws capsim::Error
+  // for a bad file or name.
   static MeasuredKernels load_dir(const std::string& dir, const std::string& card);
 
   // The GEMM table for linear layers run in precision `p`: fp16 uses the bf16 table (the same
   // tensor-core rate on every card that has both). nullptr when there is none.
   const MeasuredGemmTable* gemm(Precision p) const;
-  bool empty() const { return gemm_.empty(); }
   // The fused-MoE table of `dtype` ("bf16", "fp8", "fp8_block", "nvfp4") and the custom
   // all-reduce table; nullptr when the card has none.
   const MeasuredMoeTable* moe(const std::string& dtype) const;
   const MeasuredAllReduceTable* allreduce() const { return allreduce_.get(); }
+  // The decode / prefill attention table for a KV cache in precision `kv` (fp16 uses bf16's).
+  // nullptr when there is none.
+  const MeasuredAttentionTable* attention_decode(Precision kv) const;
+  const MeasuredAttentionTable* attention_prefill(Precision kv) const;
+  bool empty() const {
+    return gemm_.empty() && attention_decode_.empty() && attention_prefill_.empty() && moe_.empty() && !allreduce_;
+  }
   // "h100-sxm vllm 0.24.0 GEMM tables (bf16, fp8)".
   std::string describe() const;
 
-  // Whether the cost model times kernels from the tables (docs/cost-model.md#measured-kernels).
-  // Off unless turned on here (`capsim --measured-kernels`) or, when never set, by the environment
-  // variable CAPSIM_MEASURED_KERNELS=1: the end-to-end scores with them on are in
-  // docs/validation.md#kernels. The tables are loaded either way (`capsim kernels` reads them).
+  // Whether the cost model times kernels from the tables (docs/cost-model.md#measured-kernels):
+  // the engine profile's `kernels.measured_kernels` (`engine_default`) unless overridden for the
+  // process: set_enabled (`capsim --measured-kernels`), else CAPSIM_MEASURED_KERNELS=1 (on) or 0
+  // (off). The tables are loaded either way (`capsim kernels` reads them). enabled() with no
+  // argument is enabled(false): the override alone.
   static void set_enabled(bool on);
-  static bool enabled();
+  static void clear_override();  // back to the engine's field (tests)
+  static bool enabled(bool engine_default);
+  static bool enabled() { return enabled(false); }
 
  private:
   std::map<Precision, MeasuredGemmTable> gemm_;
   std::map<std::string, std::shared_ptr<const MeasuredMoeTable>> moe_;
   std::shared_ptr<const MeasuredAllReduceTable> allreduce_;
+  std::map<Precision, std::shared_ptr<const MeasuredAttentionTable>> attention_decode_, attention_prefill_;
 };
 
 }  // namespace capsim

@@ -19,7 +19,7 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   const std::vector<std::pair<const char*, std::vector<std::string>>> sections = {
       {"overhead", {"step", "per_sequence"}},
       {"kernels", {"compute_efficiency_scale", "bandwidth_efficiency_scale", "attention_bandwidth_scale",
-                   "attention_compute_scale", "moe_dispatch_kernels"}},
+                   "attention_compute_scale", "moe_dispatch_kernels", "measured_kernels"}},
       {"communication", {"allreduce_latency_nvlink", "allreduce_latency_pcie", "allreduce_latency_per_peer"}},
       {"memory", {"runtime", "runtime_tp_extra", "outside_budget", "decoder_per_sequence_vocab"}},
       {"request_path", {"frontend", "frontend_per_prompt_token", "return", "return_per_sequence", "async_scheduling"}},
@@ -46,6 +46,7 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
     }
     e.moe_dispatch_kernels = static_cast<int>(k);
   }
+  e.measured_kernels = doc.has("kernels.measured_kernels") && doc.flag("kernels.measured_kernels");
   e.allreduce_latency_nvlink_s = doc.quantity("communication.allreduce_latency_nvlink", Kind::kTime);
   e.allreduce_latency_pcie_s = doc.quantity("communication.allreduce_latency_pcie", Kind::kTime);
   e.allreduce_latency_per_peer_s =
@@ -95,7 +96,7 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
                         "memory.runtime_tp_extra", "memory.outside_budget", "kernels.compute_efficiency_scale",
                         "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale",
                         "kernels.attention_bandwidth_scale", "kernels.moe_dispatch_kernels",
-                        "communication.allreduce_latency_nvlink",
+                        "kernels.measured_kernels", "communication.allreduce_latency_nvlink",
                         "communication.allreduce_latency_pcie",
                         "communication.allreduce_latency_per_peer",
                         "memory.decoder_per_sequence_vocab", "request_path.frontend",

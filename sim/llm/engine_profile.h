@@ -28,6 +28,11 @@ struct EngineProfile {
   double attention_bandwidth_scale = 1;
   // Kernels per MoE layer besides the expert GEMMs (routing, token permutation, combine).
   int moe_dispatch_kernels = 0;
+  // Time kernels from the card's measured tables (calibration/kernels/<card>/) where it has them
+  // and they time this engine's kernels, instead of the roofline (docs/cost-model.md#measured-kernels).
+  // Optional in the profile (`kernels.measured_kernels`); `capsim --measured-kernels` and
+  // CAPSIM_MEASURED_KERNELS override it for the process.
+  bool measured_kernels = false;
 
   // Latency of one small all-reduce (seconds): over NVLink/P2P (custom all-reduce kernels) and
   // over PCIe through NCCL.
