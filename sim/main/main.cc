@@ -43,8 +43,9 @@ int main(int argc, char** argv) {
                                        "where calibration/, models/ and workloads/ live")
       ->trigger_on_parse();
   app.add_flag_callback("--measured-kernels", [] { capsim::MeasuredKernels::set_enabled(true); },
-                        "time GEMMs from calibration/kernels/<card>/ where the card has tables "
-                        "(also CAPSIM_MEASURED_KERNELS=1; docs/cost-model.md#measured-kernels)")
+                        "time GEMMs, attention, MoE and all-reduce from calibration/kernels/<card>/ where the "
+                        "card has tables, whatever the engine file says (also CAPSIM_MEASURED_KERNELS=1; "
+                        "docs/cost-model.md#measured-kernels)")
       ->trigger_on_parse();
   int exit_code = 0;
   // The commands in the order `capsim --help` lists them.
