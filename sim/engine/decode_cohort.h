@@ -11,8 +11,9 @@
 // are not written while it is a member (writing them is the O(running) cost the cohort
 // removes). The true values are computed + (D - cohort_base), generated + (D - cohort_base) and
 // `last`; Replica::settle_cohort_member writes them back when the member leaves (it finishes)
-// or the cohort is materialized (any step that is not a pure decode of the cohort, an abort,
-// implicit decode turned off). Nothing outside the replica may read a member's fields.
+// or the cohort is materialized: before a step the bulk walk cannot plan exactly (the budget or
+// the free blocks fall short: cohort_step_possible), before an abort, and when implicit decode
+// is turned off. Nothing outside the replica may read a member's fields.
 //
 // Invariants: members are a prefix of the replica's running order (joins append in running
 // order); n counts them, counted those the observer counts (ReplicaObserver::counts, fixed at
