@@ -3,7 +3,7 @@
 // prefill pool computes each prompt, its KV cache moves over a link to a decode pool, which joins
 // it to its continuous batch. Each pool is an ordinary group of replicas (sim/engine/replica.h)
 // with its own card, TP and replica count, its own router and queue; this file holds the model's
-// arithmetic and its place in the serving-model table. The cluster (simulation.cc) drives it.
+// arithmetic and its place in the serving-model table. The cluster (cluster.cc) drives it.
 //
 // How the first token is counted (vLLM's NixlConnector, the default path): the proxy sends the
 // request to a prefill instance with max_tokens 1; the prefill computes the prompt and returns;

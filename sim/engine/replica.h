@@ -2,6 +2,20 @@
 // the mechanisms a scheduling policy combines — admission with prefix lookup, incremental block
 // allocation, preemption by recompute. Policies (engine/policy_*.cc) decide what one step runs;
 // the replica applies the step when it ends. One event per engine step, never per token.
+//
+// The replica is split along its seams, each with its own contract:
+//   engine/sequence.h          a sequence, a step's plan, the observer of progress
+//   engine/scheduler_policy.h  the policy interface (one file per policy: engine/policy_*.cc)
+//   engine/replica_stats.h     what a replica counts
+//   engine/replica.cc          requests in, steps begun and ended, abort, statistics
+//   engine/replica_kv.cc       the paged KV cache and prefix caching: lookup, admission,
+//                              growth, publishing full blocks, preemption, release
+//   engine/stream_blocks.h     stream blocks (Request::stream) published by tag
+//   engine/replica_offloading.cc  the CPU KV tier (--kv-offloading-size; engine/cpu_kv_tier.h)
+//   engine/lora_residency.h    multi-LoRA adapter residency
+//   engine/sliding_window.h    sliding-window layouts
+//   engine/decode_cohort.h     the skip-ahead decode cohort (engine/replica_cohort.cc), under
+//                              which per-sequence fields are deliberately stale
 #pragma once
 
 #include <cstdint>
@@ -19,167 +33,19 @@
 #include "sim/cost/batch_shape.h"
 #include "sim/cost/step_cost.h"
 #include "sim/engine/cpu_kv_tier.h"
+#include "sim/engine/decode_cohort.h"
 #include "sim/engine/kv_block_manager.h"
+#include "sim/engine/lora_residency.h"
+#include "sim/engine/replica_stats.h"
+#include "sim/engine/scheduler_policy.h"
+#include "sim/engine/sequence.h"
+#include "sim/engine/sliding_window.h"
+#include "sim/engine/stream_blocks.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/memory_plan.h"
 #include "sim/workload/request.h"
 
 namespace capsim {
-
-struct Sequence {
-  Request req;
-  std::int64_t computed = 0;   // tokens whose KV is computed
-  std::int64_t generated = 0;  // output tokens sampled so far
-  std::vector<std::int32_t> blocks;      // full-attention blocks, one per block_size tokens
-  // Sliding-window models: blocks of the sliding groups (sliding_groups per block of tokens)
-  // for logical blocks [sw_first, sw_first + sw_blocks.size() / sliding_groups); blocks wholly
-  // before the window are freed as the sequence advances. Never hashed: not prefix-cached.
-  std::vector<std::int32_t> sw_blocks;
-  std::int64_t sw_first = 0;
-  std::vector<std::uint64_t> hashes;  // hashes of this sequence's full blocks, computed lazily
-  std::int64_t registered = 0;        // leading blocks published to the prefix cache
-  // Content unique to this request (no segments) under prefix caching: nobody else can hit its
-  // blocks, so they are not hashed (KvBlockManager::unique_tag). `unique_owner` (>= 1; 0 = the
-  // hashed path) names the sequence in its blocks' tags; `unique_published[i]` is the block an
-  // earlier run (before a preemption) published at index i, or -1. While it is empty nothing
-  // can compete with this run's blocks, so they are tagged only when released (the tags matter
-  // only once nobody holds the blocks); after a preemption each is tagged when published, as the
-  // hash table would take it then.
-  std::uint64_t unique_owner = 0;
-  std::vector<std::int32_t> unique_published;
-  // Stream blocks (Request::stream, under prefix caching): `stream_slot` (>= 0) is the stream's
-  // entry in the replica's table of published stream blocks. Blocks [0, shared_blocks) are
-  // hashed as usual; block i >= shared_blocks is named unique_tag(the stream's owner, i).
-  // Blocks from `defer_from` on (past every index the stream published before this admission)
-  // are published when released: until then no request can look them up (only a later request
-  // of the stream could, and it is sent after this one finishes), and nothing else can publish
-  // them, so the table sees them as if published when filled.
-  std::int32_t stream_slot = -1;
-  std::int64_t shared_blocks = 0;
-  std::int64_t defer_from = 0;
-  // Implicit decode: whether this member's block boundaries include publishing (fixed at join).
-  bool cohort_publishes = false;
-  SimTime engine_arrival = -1;  // reached the engine core (after the front end)
-  SimTime first_scheduled = -1;
-  SimTime first_token_engine = -1;  // end of the step that sampled the first token
-  // When the client receives the first and the latest token (engine time + return path).
-  SimTime first_token = -1, last_token = -1;
-  std::int32_t preemptions = 0;
-  std::int64_t prefix_hit_tokens = 0;  // at first admission
-  std::int64_t admitted = -1;  // the replica's admission counter when last admitted (running order)
-  // Implicit decode (Replica::set_implicit_decode): while >= 0 the sequence is in the replica's
-  // decode cohort and computed, generated and last_token are stale: the true values are
-  // computed + (D - cohort_base), generated + (D - cohort_base) and the cohort's last delivery,
-  // D being the replica's count of cohort decode steps. Inside the replica only.
-  std::int64_t cohort_base = -1;
-
-  std::int64_t tokens() const { return req.prompt_tokens + generated; }
-  std::int64_t pending() const { return tokens() - computed; }
-};
-
-struct ScheduledItem {
-  std::int32_t slot;
-  std::int64_t tokens;
-};
-
-struct StepPlan {
-  std::vector<ScheduledItem> items;
-  BatchShape shape;
-  std::int32_t preempted = 0;
-  std::vector<std::int32_t> adapters;  // distinct LoRA adapters of the step (multi-LoRA only)
-  void clear() { items.clear(); shape = BatchShape{}; preempted = 0; adapters.clear(); }
-};
-
-class Replica;
-
-// What the replica reports as sequences progress.
-class ReplicaObserver {
- public:
-  virtual ~ReplicaObserver() = default;
-  // `now` is when the client receives the token (the step's end plus the return path).
-  virtual void on_token(const Sequence& s, SimTime now) = 0;     // after s.generated grew
-  virtual void on_finish(const Sequence& s, SimTime now) = 0;    // s is complete
-  // Implicit decode only (Replica::set_implicit_decode). A step decoded every sequence of the
-  // replica's decode cohort once: each received a token at `delivered`, its previous one at
-  // `previous`, and each already had a token before. `counted` of them are sequences for which
-  // counts() was true when they joined the cohort. Equivalent to on_token for each of them (in
-  // running order, before any of them finishes: on_finish follows for those that did).
-  virtual void on_decode_step(std::int64_t counted, SimTime previous, SimTime delivered) = 0;
-  // Implicit decode only: whether `s`'s tokens count for on_decode_step (asked once, when s joins
-  // the cohort; the answer must not change while s runs).
-  virtual bool counts(const Sequence& s) const = 0;
-};
-
-// Contract: schedule() fills `plan` with this step's work using the replica's mechanisms; it
-// may preempt and admit. An empty plan means nothing can run now.
-class SchedulerPolicy {
- public:
-  virtual ~SchedulerPolicy() = default;
-  virtual void schedule(Replica& r, StepPlan& plan) = 0;
-  // True when schedule() first walks the running sequences in running order, giving each
-  // min(pending + lookahead, budget) tokens (budget = max_num_batched_tokens minus what earlier
-  // ones took) through grow() and plan_item(), preempting only when a grow() fails, and then,
-  // when nothing was preempted, calls schedule_waiting() with the budget left. Replica's
-  // implicit decode relies on it: a step whose running sequences all decode one token, with
-  // enough blocks free, is that walk done in bulk followed by schedule_waiting().
-  virtual bool decodes_then_admits() const { return false; }
-  // The waiting part of schedule() (only for decodes_then_admits() policies).
-  virtual void schedule_waiting(Replica& r, StepPlan& plan, std::int64_t budget);
-};
-
-struct PolicyInfo {
-  std::string name;
-  std::string description;
-  std::function<std::unique_ptr<SchedulerPolicy>()> make;
-};
-// The policy table (engine/policies.cc). Unknown names throw with the accepted ones.
-const std::vector<PolicyInfo>& scheduler_policies();
-std::unique_ptr<SchedulerPolicy> make_policy(const std::string& name);
-
-// One point of a replica's timeline: its state at the start of an engine step.
-struct TimelineSample {
-  double time_s = 0;
-  double kv_used_fraction = 0;
-  std::int32_t running = 0;
-  std::int32_t waiting = 0;
-};
-
-struct ReplicaStats {
-  StreamingStats step_seconds;
-  StreamingStats batch_tokens;
-  StreamingStats batch_sequences;
-  WeightedSamples step_ms_distribution;         // every step's duration, ms
-  WeightedSamples batch_sequences_distribution; // every step's sequence count
-  TimeWeightedStats kv_used_fraction;
-  TimeWeightedStats running;
-  TimeWeightedStats waiting;
-  std::int64_t steps = 0;
-  std::int64_t skipped_steps = 0;  // of them, run by fast_forward without the event loop (not a result)
-  std::int64_t preemptions = 0;
-  std::int64_t prompt_tokens_computed = 0;  // incl. recomputation
-  std::int64_t prefix_hit_tokens = 0;
-  std::int64_t prefix_lookup_tokens = 0;
-  // Speculative decoding: decodes that verified drafts, the drafts verified, those accepted.
-  std::int64_t spec_verifies = 0, spec_drafts = 0, spec_accepted = 0;
-  // Multi-LoRA: adapters copied to a GPU slot; of them, not in the host cache (max_cpu_loras).
-  std::int64_t lora_loads = 0, lora_host_misses = 0;
-  // CPU KV tier (--kv-offloading-size): prompt tokens found there at first admission (beyond
-  // the GPU prefix hits), loads started and the blocks they moved, and the time requests spent
-  // waiting for their load (from the step that started it to the step that admits them).
-  std::int64_t cpu_hit_tokens = 0, cpu_loads = 0, cpu_loaded_blocks = 0;
-  double cpu_load_wait_s = 0;
-  // The tier's own counts, copied at close_stats: blocks stored, evicted, refused (no room).
-  std::int64_t cpu_stored_blocks = 0, cpu_evictions = 0, cpu_refused_blocks = 0;
-  double busy_seconds = 0, compute_s = 0, memory_s = 0, communication_s = 0, overhead_s = 0;
-  double flops = 0, bytes = 0;  // per GPU
-  // Sampled state over time, for plots: at most one sample per `timeline_interval` (1 simulated
-  // second at first), taken at the first step (or arrival) at or after each interval boundary.
-  // Bounded: past kMaxTimelineSamples every other sample is dropped and the interval doubles.
-  static constexpr std::size_t kMaxTimelineSamples = 4096;
-  std::vector<TimelineSample> timeline;
-  SimTime timeline_interval = kNsPerSecond;
-  SimTime timeline_next = 0;
-};
 
 // The CPU tier of a replica (--kv-offloading-size; engine/cpu_kv_tier.h). blocks 0 = none.
 struct CpuTierConfig {
@@ -297,7 +163,9 @@ class Replica {
   // Multi-LoRA: whether admitting `s` keeps the running batch within max_loras distinct
   // adapters (vLLM V1's scheduler skips a waiting request that would exceed it). Counts every
   // running sequence's adapter, so that no later step can exceed the GPU slots either.
-  bool lora_admissible(const Sequence& s) const;
+  bool lora_admissible(const Sequence& s) const {
+    return !deployment_->lora || LoraResidency::admissible(s.req.adapter, deployment_->lora->max_loras, running_, seqs_);
+  }
 
   // ---- CPU KV tier (--kv-offloading-size), as vLLM's OffloadingConnector runs it ----
   // Full blocks are stored as they are computed (register_full_blocks); a waiting request that
@@ -358,12 +226,15 @@ class Replica {
   void catch_up_registered(Sequence& s) const {
     if (kv_.prefix_caching() && !s.cohort_publishes) s.registered = s.computed / block_size_;
   }
-  // Multi-LoRA: makes the plan's adapters resident in the GPU slots (LRU), counting the loads.
-  void load_adapters();
-  // Sliding-window layouts: frees the sliding blocks wholly before the window of a sequence that
-  // has computed `computed` tokens, and returns the sliding blocks it needs to hold `total`.
-  std::int64_t trim_window(Sequence& s, std::int64_t computed);
-  std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const;
+  // Sliding-window layouts (engine/sliding_window.h): frees the sliding blocks wholly before the
+  // window of a sequence that has computed `computed` tokens, and returns the sliding blocks it
+  // needs to hold `total`.
+  std::int64_t trim_window(Sequence& s, std::int64_t computed) {
+    return capsim::trim_window(layout_, block_size_, kv_, s, computed);
+  }
+  std::int64_t sliding_need(const Sequence& s, std::int64_t first, std::int64_t total) const {
+    return capsim::sliding_need(layout_, block_size_, s, first, total);
+  }
   // Frees s's blocks; `preempted`: s will look them up again when readmitted.
   void release_all(Sequence& s, bool preempted = false);
   // Unique-content sequences whose blocks are tagged when released (see Sequence::unique_owner).
@@ -371,26 +242,6 @@ class Replica {
     return s.unique_owner != 0 && s.unique_published.empty();
   }
   void extend_hashes(Sequence& s, std::int64_t blocks) const;
-  // ---- Stream blocks (Request::stream) ----
-  // A stream's published blocks in this replica: published[i] is the block published at index
-  // i (-1: none), valid while it holds unique_tag(owner, i) (KvBlockManager::holds). `active`:
-  // the stream's sequences in this replica.
-  struct StreamBlocks {
-    std::uint64_t stream = 0, owner = 0;
-    std::vector<std::int32_t> published;
-    std::int64_t active = 0;
-  };
-  const StreamBlocks* find_stream(std::uint64_t stream) const;
-  std::int32_t open_stream(std::uint64_t stream);
-  void sweep_streams();
-  // Leading blocks [from, n) of `st` still published, counted from `from`.
-  std::int64_t stream_hits(const StreamBlocks& st, std::int64_t from, std::int64_t n) const;
-  // The prefix-cache lookup of a stream request (hashes: its leading shared hashes, extended).
-  std::int64_t stream_lookup(const Request& r, const StreamBlocks* st, std::vector<std::uint64_t>& hashes,
-                             std::int64_t max_blocks) const;
-  // Publishes s's stream blocks [from, to) whose index no live block holds (as the hash table's
-  // insert keeps the first block of a hash).
-  void publish_stream(Sequence& s, std::int64_t from, std::int64_t to);
   // CPU tier: stores s's blocks below `full` not stored yet; completes its stores (finish,
   // preemption or abort: its blocks become ready in the tier).
   void cpu_store(Sequence& s, std::int64_t full);
@@ -404,9 +255,7 @@ class Replica {
   std::int64_t block_size_;
   KvLayout layout_;
   std::int64_t spec_k_ = 0;  // num_speculative_tokens (0 = no speculation)
-  // Multi-LoRA residency, most recently used last: GPU slots (<= max_loras), host cache
-  // (<= max_cpu_loras).
-  std::vector<std::int32_t> lora_gpu_, lora_host_;
+  LoraResidency lora_;  // multi-LoRA only
 
   std::vector<Sequence> seqs_;
   std::vector<std::int32_t> free_slots_;
@@ -421,10 +270,7 @@ class Replica {
   ReplicaStats stats_;
   std::int64_t admissions_ = 0;  // Sequence::admitted counter
   std::uint64_t unique_owners_ = 0;  // Sequence::unique_owner and StreamBlocks::owner counter
-  std::unordered_map<std::uint64_t, std::int32_t> stream_index_;  // Request::stream -> streams_
-  std::vector<StreamBlocks> streams_;
-  std::vector<std::int32_t> free_streams_;
-  std::size_t streams_swept_ = 0;  // entries in use after the last sweep_streams()
+  StreamTable streams_;
   // ---- CPU KV tier (null without offloading) ----
   std::unique_ptr<CpuKvTier> cpu_;
   double cpu_load_block_s_ = 0;
@@ -440,30 +286,7 @@ class Replica {
   std::vector<std::int32_t> loads_in_flight_;
   // ---- Implicit decode ----
   bool implicit_ = false;
-  std::int64_t cohort_d_ = 0;       // D: cohort decode steps so far
-  std::size_t cohort_phase_ = 0;    // D mod block_size (kept, not divided, every step)
-  std::int64_t cohort_n_ = 0;       // members (all in running_)
-  std::int64_t cohort_counted_ = 0; // members for which obs.counts() was true
-  std::int64_t cohort_ctx_ = 0;     // sum over members of computed - cohort_base
-  SimTime cohort_last_ = -1;        // when members received their latest token
-  std::int64_t cohort_planned_ = 0; // members the step in flight decodes in bulk (0: none)
-  // Block boundaries of members by residue of D modulo block_size, in running order: a member
-  // that had computed c0 at base needs a block in the step at D when (c0 + D - base) % B == 0
-  // and fills one (prefix caching publishes it) when (c0 + D - base + 1) % B == 0.
-  struct Boundary {
-    std::int64_t admitted;
-    std::int32_t slot;
-    bool allocate, publish;
-  };
-  std::vector<std::vector<Boundary>> boundaries_;
-  std::vector<std::int64_t> boundary_allocs_;
-  // Members by the D of the step that emits their last token, then running order (a min-heap).
-  struct Finish {
-    std::int64_t d, admitted;
-    std::int32_t slot;
-    bool operator>(const Finish& o) const { return d != o.d ? d > o.d : admitted > o.admitted; }
-  };
-  std::vector<Finish> finishes_;
+  DecodeCohort cohort_;
 };
 
 }  // namespace capsim
