@@ -279,7 +279,7 @@ std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
     t.policy = spec.policy;
     t.chat = spec.users.has_value() || spec.turns != "1" || spec.system_prompt_tokens > 0;
     // The context the simulated replicas served: the same memory plan the simulation makes
-    // (sim/cluster/simulation.cc: plan_memory(d, 1, policy == vllm-v1)).
+    // (sim/cluster/cluster.cc: plan_memory(d, 1, policy == vllm-v1)).
     const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");
     if (plan.fits) t.served_max_model_len = plan.max_model_len;
     out.push_back(t);

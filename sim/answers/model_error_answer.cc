@@ -1,5 +1,6 @@
 #include "sim/answers/model_error_answer.h"
 
+#include "sim/hardware/measured_kernels.h"
 #include "sim/scenario/model_error.h"
 
 namespace capsim::scenario {
@@ -11,6 +12,16 @@ nlohmann::json class_json(const ErrorClass& c) {
 
 ErrorClass option_class(const ScenarioSpec& base, const plan::Candidate& c) {
   return error_class(plan::spec_of(base, c).deployment.resolve());
+}
+
+// Where the option's step times come from: "measured" only when its card has kernel tables and
+// they are on for its engine (kernels.measured_kernels, or the --measured-kernels override); the
+// error class above says only whether the card has tables, which is not the same while the tables
+// are off by default (docs/cost-model.md#measured-kernels).
+std::string option_cost_source(const ScenarioSpec& base, const plan::Candidate& c) {
+  const Deployment d = plan::spec_of(base, c).deployment.resolve();
+  const bool tables = d.card.measured_kernels && !d.card.measured_kernels->empty();
+  return tables && MeasuredKernels::enabled(d.engine.measured_kernels) ? "measured" : "roofline";
 }
 
 }  // namespace
@@ -30,7 +41,7 @@ nlohmann::json model_error_json(const Deployment& d) {
 }
 
 std::string option_cost_source_text(const ScenarioSpec& base, const plan::Candidate& c) {
-  return option_class(base, c).cost_source == "measured" ? "measured tables" : "roofline";
+  return option_cost_source(base, c) == "measured" ? "measured tables" : "roofline";
 }
 
 plan::ModelErrorMargin option_model_error_margin(const ScenarioSpec& base, const plan::Candidate& c) {
@@ -54,7 +65,7 @@ nlohmann::json margin_json(const plan::ModelErrorMargin& m) {
 nlohmann::json option_model_error_json(const ScenarioSpec& base, const plan::Candidate& c) {
   const ErrorClass cls = option_class(base, c);
   nlohmann::json j = margin_json(plan::model_error_margin(c.search.best.verdict, model_errors(), cls));
-  j["cost_source"] = cls.cost_source;
+  j["cost_source"] = option_cost_source(base, c);
   j["class"] = class_json(cls);
   return j;
 }

@@ -309,7 +309,7 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
        << precision_name(g.deployment.weights) << ", KV " << precision_name(g.deployment.kv_cache) << ", "
        << r.replicas[first_replica].kv_tokens
        << (g.deployment.dp > 1 ? " KV tokens/DP rank)" : " KV tokens/replica)");
-    // Each DP rank is a replica of the simulation (cluster/simulation.cc).
+    // Each DP rank is a replica of the simulation (cluster/cluster.cc).
     first_replica += static_cast<std::size_t>(g.replicas) * static_cast<std::size_t>(g.deployment.dp);
   }
   os << "; engine " << d.engine.name << " (" << b.config.policy << ", max_num_seqs "

@@ -45,7 +45,7 @@ struct RooflineScope {
 
 // Not safe to call from two threads at once: totals() and seconds() memoize the groups that
 // depend only on a step's token count (and the LM head on its sampled rows) in the object.
-// Each simulation builds its own (cluster/simulation.cc).
+// Each simulation builds its own (cluster/cluster.cc).
 class RooflineCost : public StepCost {
  public:
   // REQUIRES: d.validate() passed. Resolves every constant once.

@@ -80,8 +80,8 @@ std::string class_text(const std::string& level, const std::string& any, const s
 }  // namespace
 
 std::string ErrorClass::label() const {
-  const std::string card = cost_source == "measured" ? "measured-table cards"
-                           : cost_source == "roofline" ? "roofline-only cards" : "any card";
+  const std::string card = cost_source == "measured" ? "cards with kernel tables"
+                           : cost_source == "roofline" ? "cards without kernel tables" : "any card";
   return card + ", " + class_text(engine, "any engine", engine) + ", " +
          class_text(architecture, "any model", architecture == "moe" ? "MoE" : architecture);
 }

@@ -19,7 +19,7 @@ struct ErrorClass {
   std::string cost_source;   // "measured" (the card has kernel tables) or "roofline"
   std::string engine;        // the engine profile's name ("vllm", "lmdeploy", ...)
   std::string architecture;  // "dense" or "moe"
-  // "measured-table cards, vllm, dense"; "any" levels read "any card", "any engine", "any model".
+  // "cards with kernel tables, vllm, dense"; "any" levels read "any card", "any engine", "any model".
   std::string label() const;
 };
 
@@ -79,7 +79,7 @@ std::optional<std::string> error_metric_of_slo(const std::string& slo_metric);
 // The errors of ttft, tpot and e2e for `d`'s class, those the table has (empty without a table).
 std::vector<ModelError> model_errors_for(const Deployment& d);
 
-// One line for the readable answers: "model error for measured-table cards, vllm, dense (p90 of
+// One line for the readable answers: "model error for cards with kernel tables, vllm, dense (p90 of
 // |error| out of fold): TTFT +-20% (13 runs), TPOT +-8% (13 runs), E2E +-8% (13 runs);
 // calibration/model-error.yaml of 2026-12-06"; a metric taken from a wider class says "pooled
 // over <that class>". Without the file, the line says the model error is unknown.

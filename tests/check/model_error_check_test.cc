@@ -1,6 +1,6 @@
 // `check`'s require_model_error: p90 (sim/check/model_error_requirement.h), with the hand-written
-// tests/data/model-error-tiny.yaml: Llama-3.1-8B on an H100 SXM under vLLM is "measured-table
-// cards, vllm, dense", whose TTFT p90 error there is 15%.
+// tests/data/model-error-tiny.yaml: Llama-3.1-8B on an H100 SXM under vLLM is "cards with kernel
+// tables, vllm, dense", whose TTFT p90 error there is 15%.
 #include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -52,7 +52,7 @@ TEST_CASE("check: require_model_error fails 0.9 s against 1 s at a 15% p90, pass
   CHECK_FALSE(at_09.rows[0].passed);  // 0.9 x 1.15 = 1.035 > 1
   CHECK(capsim_test::has(at_09.rows[0].message, "not at capsim's model error (require_model_error: p90)"));
   CHECK(capsim_test::has(at_09.rows[0].message, " x 1.15 = "));
-  CHECK(capsim_test::has(at_09.rows[0].message, "measured-table cards, vllm, dense +-15% (p90, 6 runs out of fold)"));
+  CHECK(capsim_test::has(at_09.rows[0].message, "cards with kernel tables, vllm, dense +-15% (p90, 6 runs out of fold)"));
   AssertionOutcome at_08 = passed_ttft(0.8);
   capsim::check::apply_model_error(at_08, true, &table);
   CHECK(at_08.rows[0].passed);  // 0.8 x 1.15 = 0.92 <= 1
@@ -61,7 +61,7 @@ TEST_CASE("check: require_model_error fails 0.9 s against 1 s at a 15% p90, pass
   AssertionOutcome free = passed_ttft(0.9);
   capsim::check::apply_model_error(free, false, &table);
   CHECK(free.rows[0].passed);
-  CHECK(free.model_error_json["class"]["label"] == "measured-table cards, vllm, dense");
+  CHECK(free.model_error_json["class"]["label"] == "cards with kernel tables, vllm, dense");
   CHECK(free.model_error_json["required"] == false);
   // Required with no table: no margin can be shown, so no PASS.
   AssertionOutcome none = passed_ttft(0.5);

@@ -576,7 +576,7 @@ TEST_CASE("simulate cli: --kv-offloading-size adds vLLM's CPU tier and reports i
 }
 
 TEST_CASE("simulate cli: a --kv-offloading-size whose bookkeeping passes the run limits exits 2 naming "
-          "the flag or field; --allow-large runs it",
+          "the flag or field, --allow-large runs it",
           "[cli][simulate][offload][limits]") {
   // 1e5 GiB / 2 MiB blocks = 51,200,000 CPU blocks; their slots (21 B) and hash table (2^28
   // slots of 12 B) take 4,296,425,472 B = 4.00 GiB, past the 2 GiB the run limits allow. It was

@@ -53,7 +53,7 @@ TEST_CASE("model error: a class with enough runs is its own", "[model_error]") {
   CHECK(e->stat.runs == 12);
   CHECK(e->stat.p90 == Approx(0.15));
   CHECK(e->stat.bias == Approx(-0.02));
-  CHECK(e->wanted.label() == "roofline-only cards, vllm, dense");
+  CHECK(e->wanted.label() == "cards without kernel tables, vllm, dense");
   CHECK(e->text() == "+-15% (p90, 12 runs out of fold)");
 }
 
@@ -64,11 +64,11 @@ TEST_CASE("model error: under min_runs the wider class's pooled error, level by 
   const auto tpot = t.find({"roofline", "vllm", "dense"}, "tpot");
   REQUIRE(tpot);
   CHECK(tpot->fallback());
-  CHECK(tpot->used.label() == "roofline-only cards, any engine, any model");
+  CHECK(tpot->used.label() == "cards without kernel tables, any engine, any model");
   CHECK(tpot->stat.runs == 9);
   CHECK(tpot->stat.p90 == Approx(0.12));
-  CHECK(tpot->text() == "+-12% (p90, 9 runs out of fold; too few for this class, pooled over roofline-only "
-                        "cards, any engine, any model)");
+  CHECK(tpot->text() == "+-12% (p90, 9 runs out of fold; too few for this class, pooled over cards "
+                        "without kernel tables, any engine, any model)");
   // e2e: nothing below the pool of every run.
   const auto e2e = t.find({"roofline", "vllm", "dense"}, "e2e");
   REQUIRE(e2e);
@@ -79,7 +79,7 @@ TEST_CASE("model error: under min_runs the wider class's pooled error, level by 
   REQUIRE(moe);
   CHECK(moe->stat.runs == 40);
   CHECK(moe->stat.p90 == Approx(0.20));
-  CHECK(moe->wanted.label() == "measured-table cards, lmdeploy, MoE");
+  CHECK(moe->wanted.label() == "cards with kernel tables, lmdeploy, MoE");
 }
 
 TEST_CASE("model error: a metric no level has enough runs of is none", "[model_error]") {
