@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "sim/core/error.h"
+#include "sim/hardware/kernel_table_text.h"
 #include "sim/hardware/measured_allreduce.h"
 #include "sim/hardware/measured_moe.h"
 #include "sim/hardware/measured_attention.h"
@@ -17,42 +18,10 @@
 namespace capsim {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split_commas(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(trim(cell));
-  if (!line.empty() && line.back() == ',') out.push_back("");
-  return out;
-}
-
-// Where x falls in the ascending `v` (x already inside [v.front(), v.back()]): the two
-// neighbours and x's weight on the upper one, linear in log x.
-struct Bracket {
-  std::size_t lo = 0, hi = 0;
-  double w = 0;
-};
-
-Bracket bracket(const std::vector<double>& v, double x) {
-  const auto it = std::lower_bound(v.begin(), v.end(), x);
-  Bracket b;
-  b.hi = static_cast<std::size_t>(it - v.begin());
-  if (b.hi >= v.size()) b.hi = v.size() - 1;
-  if (v[b.hi] == x || b.hi == 0) {
-    b.lo = b.hi;
-    return b;
-  }
-  b.lo = b.hi - 1;
-  b.w = (std::log(x) - std::log(v[b.lo])) / (std::log(v[b.hi]) - std::log(v[b.lo]));
-  return b;
-}
+using kernel_table::Bracket;
+using kernel_table::bracket;
+using kernel_table::split_commas;
+using kernel_table::trim;
 
 const std::set<std::string>& gemm_dtypes() {
   static const std::set<std::string> names = {"bf16", "fp8", "nvfp4"};

@@ -8,25 +8,13 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/hardware/kernel_table_text.h"
 
 namespace capsim {
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split_commas(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(trim(cell));
-  if (!line.empty() && line.back() == ',') out.push_back("");
-  return out;
-}
+using kernel_table::split_commas;
+using kernel_table::trim;
 
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
