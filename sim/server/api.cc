@@ -1,4 +1,11 @@
+// The HTTP API's routes and the readers of a request body that every command shares (declared in
+// api.h and api_internal.h): the JSON -> YAML bridge to the scenario reader, the checks that a
+// body names only what the catalogues loaded at start hold (the server opens no file a request
+// names), the scenario of a body and the typed fields of its options. Each command's job is made in
+// api_scenario_jobs.cc (simulate, fit, plan, capacity, compare, check) or api_command_jobs.cc
+// (batch-serve, finetune, calibrate).
 #include "sim/server/api.h"
+#include "sim/server/api_internal.h"
 
 #include <algorithm>
 #include <cctype>
@@ -36,9 +43,7 @@
 #include "sim/answers/simulate_report.h"
 
 namespace capsim::server {
-namespace {
-
-using scenario::ScenarioSpec;
+namespace detail {
 
 // The bytes `--json -` prints (sim/report/json_output.cc: dump(2) and a newline).
 std::string json_text(const nlohmann::json& j) { return j.dump(2) + "\n"; }
@@ -186,7 +191,7 @@ void refuse_draft_file(const ScenarioSpec& s, const std::string& field) {
 
 // Every name and file-naming field of a scenario read from a body. Fields are named as the body
 // has them (s.origin), else `prefix` + the field ("assertions[0]." in a check body).
-void refuse_files(const ScenarioSpec& s, const std::string& pasted_model = "", const std::string& prefix = "") {
+void refuse_files(const ScenarioSpec& s, const std::string& pasted_model, const std::string& prefix) {
   const auto field = [&](const char* flag, const char* name) {
     const auto it = s.origin.find(flag);
     return it != s.origin.end() ? it->second : prefix + name;
@@ -237,15 +242,9 @@ void check_duration(const std::optional<std::string>& text, const std::string& f
 
 // The body's scenario fields; `own` names the command's options object ("plan", ...), accepted
 // and left for the caller.
-// A body's scenario, and what must live as long as the job (a pasted config.json).
-struct Scenario {
-  ScenarioSpec spec;
-  std::shared_ptr<const PastedModel> pasted;
-};
-
 // `build` false (fit) checks the names and the deployment only: a workload is not needed.
 Scenario scenario_of(const nlohmann::json& body, std::vector<std::string> own, const Limits& limits,
-                     bool build = true) {
+                     bool build) {
   Scenario out;
   ScenarioSpec& s = out.spec;
   own.push_back("model_config");
@@ -302,17 +301,6 @@ std::string list_text(const nlohmann::json& v, const std::string& field) {
 
 std::string fmt_range(double lo, double hi) { return fmt("%g", lo) + ".." + fmt("%g", hi); }
 
-template <typename T>
-T number(const nlohmann::json& v, const std::string& field, double lo, double hi) {
-  if (!v.is_number()) throw HttpError(400, field + ": expected a number");
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x < lo || x > hi || (std::is_integral_v<T> && x != std::floor(x))) {
-    throw HttpError(400, field + ": " + v.dump() + " is not " + (std::is_integral_v<T> ? "a whole number" : "a number") +
-                             " in " + fmt_range(lo, hi));
-  }
-  return static_cast<T>(x);
-}
-
 // {"h100-sxm": 2.49} -> {"h100-sxm=2.49"} (plan's and compare's --price).
 std::vector<std::string> price_overrides(const nlohmann::json& v, const std::string& field) {
   if (!v.is_object()) throw HttpError(400, field + ": expected an object of card: usd_per_hour");
@@ -359,431 +347,9 @@ std::optional<double> min_goodput(const nlohmann::json& o, const std::string& fi
   return number<double>(o["min_goodput"], field + ".min_goodput", 0, 1);
 }
 
-// Every answer runs with the job's cancel flag in its specs, and answers bad input found only by
-// a run as 400 (422 for a run limit).
-template <typename F>
-std::string guarded(F&& run) {
-  try {
-    return run();
-  } catch (const Error& e) {
-    rethrow_as_http(e);
-  }
-}
+}  // namespace detail
 
-// The job of a command with a base scenario (plan, capacity, compare): `run` answers one request
-// whose base carries the job's cancel flag and returns the command's JSON.
-template <typename Request, typename Run>
-Job base_job(Request request, std::shared_ptr<const PastedModel> keep, Run run) {
-  return [request = std::move(request), keep = std::move(keep), run](const CancelFlag& cancel, const ProgressFn& progress) {
-    return guarded([&] {
-      Request r = request;
-      r.base.cancel = cancel;
-      return json_text(run(r, progress));
-    });
-  };
-}
-
-Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "simulate", {"replications"});
-  // simulate --replications N: the same seeds and the same capsim.over_seeds, run one after
-  // another inside this job (the pool bounds how many jobs run at once).
-  const int replications =
-      o.contains("replications") ? number<int>(o["replications"], "simulate.replications", 1, 10) : 1;
-  const Scenario in = scenario_of(body, {"simulate"}, limits);
-  return [in, replications](const CancelFlag& cancel, const ProgressFn&) {
-    return guarded([&] {
-      ScenarioSpec s = in.spec;
-      s.cancel = cancel;
-      const scenario::BuiltScenario b = scenario::build_scenario(s);
-      const SimulationResult r = simulate(b.config, *b.workload);
-      nlohmann::json j = scenario::simulation_json(s, b, r);
-      if (replications > 1) {
-        const std::vector<SimulationResult> others = plan::run_next_seeds(s, replications - 1, 1);
-        std::vector<const SimulationResult*> runs{&r};
-        for (const SimulationResult& x : others) runs.push_back(&x);
-        j["capsim"]["over_seeds"] = scenario::replications_json(s, runs);
-      }
-      return json_text(j);
-    });
-  };
-}
-
-Job prepare_fit(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "fit", {"context"});
-  const Scenario in = scenario_of(body, {"fit"}, limits, false);
-  std::optional<long long> context;
-  if (o.contains("context")) context = number<long long>(o["context"], "fit.context", 1, 1e8);
-  return [in, context](const CancelFlag&, const ProgressFn&) {
-    return guarded([&] { return json_text(scenario::answer_fit(in.spec.deployment, context).json); });
-  };
-}
-
-Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "plan", {"cards", "card_class", "explain", "tp", "weights", "kv_cache",
-                                                     "max_cards", "min_goodput", "price", "load_profile", "top",
-                                                     "search_duration", "replications"});
-  const Scenario in = scenario_of(body, {"plan"}, limits);
-  scenario::PlanRequest req;
-  req.base = in.spec;
-  if (o.contains("cards")) {
-    req.cards = list_text(o["cards"], "plan.cards");
-    catalogue_cards(req.cards, "plan.cards");
-  }
-  if (o.contains("card_class")) req.card_classes = list_text(o["card_class"], "plan.card_class");
-  if (o.contains("explain")) {
-    if (!o["explain"].is_string()) throw HttpError(400, "plan.explain: expected a card name such as \"t4\"");
-    req.explain = o["explain"].get<std::string>();
-    catalogue_card(req.explain, "plan.explain");
-  }
-  if (o.contains("tp")) req.tps = list_text(o["tp"], "plan.tp");
-  if (o.contains("weights")) req.weights = list_text(o["weights"], "plan.weights");
-  if (o.contains("kv_cache")) {
-    req.kv = list_text(o["kv_cache"], "plan.kv_cache");
-    req.kv_given = true;
-  }
-  if (o.contains("max_cards")) req.max_cards = number<int>(o["max_cards"], "plan.max_cards", 1, limits.max_cards);
-  req.min_goodput = min_goodput(o, "plan");
-  if (o.contains("price")) req.price_overrides = price_overrides(o["price"], "plan.price");
-  if (o.contains("load_profile")) req.load_profile = list_text(o["load_profile"], "plan.load_profile");
-  if (o.contains("top")) req.top = number<int>(o["top"], "plan.top", 1, 1000);
-  if (o.contains("search_duration")) {
-    if (!o["search_duration"].is_string()) throw HttpError(400, "plan.search_duration: expected a duration such as \"5min\"");
-    req.search_duration = o["search_duration"].get<std::string>();
-    check_duration(req.search_duration, "plan.search_duration", limits);
-  }
-  if (o.contains("replications")) req.replications = number<int>(o["replications"], "plan.replications", 1, 10);
-  if (req.base.slos.empty() && !req.min_goodput) {
-    throw HttpError(400, "slo: plan needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or plan.min_goodput");
-  }
-  return base_job(req, in.pasted, [](const scenario::PlanRequest& r, const ProgressFn& progress) {
-    return scenario::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
-             if (progress) progress({{"phase", what}, {"done", d}, {"total", t}});
-           }).json;
-  });
-}
-
-Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "capacity", {"min_goodput", "points"});
-  const Scenario in = scenario_of(body, {"capacity"}, limits);
-  scenario::CapacityRequest req;
-  req.base = in.spec;
-  req.min_goodput = min_goodput(o, "capacity");
-  if (o.contains("points")) req.points = number<int>(o["points"], "capacity.points", 2, 100);
-  if (req.base.slos.empty() && !req.min_goodput) {
-    throw HttpError(400, "slo: capacity needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or capacity.min_goodput");
-  }
-  return base_job(req, in.pasted, [](const scenario::CapacityRequest& r, const ProgressFn& progress) {
-    return scenario::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
-             if (progress) progress({{"phase", phase}, {"done", d}, {"total", t}});
-           }).json;
-  });
-}
-
-Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "compare", {"deployments", "search_mix", "max_cards", "min_goodput", "price"});
-  const Scenario in = scenario_of(body, {"compare"}, limits);
-  scenario::CompareRequest req;
-  req.base = in.spec;
-  if (o.contains("deployments")) {
-    const nlohmann::json& d = o["deployments"];
-    if (!d.is_array()) throw HttpError(400, "compare.deployments: expected a list such as [\"4x rtx-4090\", \"1x h100-sxm\"]");
-    for (const auto& x : d) {
-      if (!x.is_string()) throw HttpError(400, "compare.deployments: expected texts such as \"4x rtx-4090\"");
-      req.deployments.push_back(x.get<std::string>());
-    }
-  }
-  if (o.contains("search_mix")) {
-    req.search_mix = list_text(o["search_mix"], "compare.search_mix");
-    catalogue_cards(req.search_mix, "compare.search_mix");
-  }
-  if (o.contains("max_cards")) req.max_cards = number<int>(o["max_cards"], "compare.max_cards", 1, 64);
-  req.min_goodput = min_goodput(o, "compare");
-  if (o.contains("price")) req.price_overrides = price_overrides(o["price"], "compare.price");
-  for (const auto& d : req.deployments) deployment_cards(d, "compare.deployments");
-  if (req.deployments.empty() && req.search_mix.empty()) {
-    throw HttpError(400, "compare.deployments: give at least one (or compare.search_mix), e.g. [\"4x rtx-4090\", \"1x h100-sxm\"]");
-  }
-  return base_job(req, in.pasted, [](const scenario::CompareRequest& r, const ProgressFn& progress) {
-    return scenario::answer_compare(r, [&](std::size_t d, std::size_t t) {
-             if (progress) progress({{"phase", "deployments"}, {"done", d}, {"total", t}});
-           }).json;
-  });
-}
-
-// A check body is an assumptions document (docs/ci.md) as JSON, with its scenarios inline: the
-// server reads no scenario, baseline or price file it names.
-void refuse_file_fields(const nlohmann::json& j, const std::string& where, int depth = 0) {
-  if (depth > kMaxJsonDepth) return;
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) {
-      // A baseline is a file whatever its form (expect.baseline: {file, tolerance}).
-      if (((k == "scenario" || k == "prices" || k == "trace") && v.is_string()) || k == "baseline") {
-        throw HttpError(400, where + k + ": the server reads no files; give it inline");
-      }
-      refuse_file_fields(v, where + k + ".", depth + 1);
-    }
-  } else if (j.is_array()) {
-    const std::string list = where.empty() ? where : where.substr(0, where.size() - 1);  // "assertions[0]."
-    for (std::size_t i = 0; i < j.size(); ++i) refuse_file_fields(j[i], list + "[" + std::to_string(i) + "].", depth + 1);
-  }
-}
-
-// The names in a check body, before load_assumptions resolves any of them: each assertion's
-// scenario fields (or the whole body's, in the one-scenario form) and the cards of a
-// plan_cheapest_max_usd_per_hour expectation.
-void refuse_check_names(const nlohmann::json& body) {
-  const auto scenario_names = [](const nlohmann::json& fields, const std::vector<std::string>& own,
-                                 const std::string& prefix) {
-    ScenarioSpec s;
-    const std::string label = prefix.empty() ? "request body" : "request body: " + prefix.substr(0, prefix.size() - 1);
-    try {
-      scenario::apply_scenario_yaml(to_yaml(fields), label, prefix, "", s, own);
-    } catch (const Error& e) {
-      throw HttpError(400, e.what());
-    }
-    refuse_files(s, "", prefix);
-  };
-  if (!body.contains("assertions")) {
-    if (body.contains("workload")) scenario_names(body, {}, "");
-    return;
-  }
-  const nlohmann::json& list = body["assertions"];
-  if (!list.is_array()) return;  // load_assumptions says what it expects
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& a = list[i];
-    if (!a.is_object()) continue;
-    const std::string prefix = "assertions[" + std::to_string(i) + "].";
-    scenario_names(a, {"name", "description", "scenario", "expect"}, prefix);
-    if (!a.contains("expect") || !a["expect"].is_object()) continue;
-    const nlohmann::json& ex = a["expect"];
-    const std::string plan = "plan_cheapest_max_usd_per_hour";
-    if (ex.contains(plan) && ex[plan].is_object() && ex[plan].contains("cards")) {
-      const std::string field = prefix + "expect." + plan + ".cards";
-      catalogue_cards(list_text(ex[plan]["cards"], field), field);
-    }
-  }
-}
-
-Job prepare_check(const nlohmann::json& body, const Limits& limits) {
-  refuse_file_fields(body, "");
-  refuse_check_names(body);
-  // Parsed in memory as the YAML a file would hold: the same reading as `capsim check FILE`.
-  check::Assumptions a;
-  try {
-    YAML::Emitter out;
-    out << to_yaml(body);
-    a = check::assumptions_from_text(std::string(out.c_str()) + "\n", "request body");
-  } catch (const Error& e) {
-    throw HttpError(400, e.what());
-  }
-  for (const auto& as : a.assertions) check_duration(as.spec.duration, as.where + ": workload.duration", limits);
-  return [a](const CancelFlag& cancel, const ProgressFn& progress) {
-    return guarded([&] {
-      check::Assumptions run = a;
-      for (auto& as : run.assertions) as.spec.cancel = cancel;
-      const check::CheckOutcome c = check::run_checks(run, [&](const check::AssertionOutcome&, std::size_t d, std::size_t t) {
-        if (progress) progress({{"phase", "assertions"}, {"done", d}, {"total", t}});
-      });
-      return json_text(check::check_json(c));
-    });
-  };
-}
-
-// The commands without a scenario (batch-serve, finetune, calibrate): the body is the command's
-// flags as fields ("max_batch" for --max-batch), nothing else. `files` are flags that name a file
-// or folder: refused, whatever they hold, with `why`.
-void command_fields(const nlohmann::json& body, const std::string& command, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& files, const std::string& why) {
-  for (const auto& [k, v] : body.items()) {
-    if (std::find(files.begin(), files.end(), k) != files.end()) throw HttpError(400, k + ": " + why);
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-      throw HttpError(400, k + ": not a field of a " + command + " body; accepted: " + joined(keys));
-    }
-  }
-}
-
-std::string text_field(const nlohmann::json& v, const std::string& field, const std::string& example) {
-  if (!v.is_string()) throw HttpError(400, field + ": expected text such as " + example + ", got " + json_type_word(v));
-  return v.get<std::string>();
-}
-
-bool bool_field(const nlohmann::json& v, const std::string& field) {
-  if (!v.is_boolean()) throw HttpError(400, field + ": expected true or false, got " + json_type_word(v));
-  return v.get<bool>();
-}
-
-// "a,b" or ["a", "b"] -> {"a", "b"}.
-std::vector<std::string> list_field(const nlohmann::json& v, const std::string& field) {
-  std::vector<std::string> out;
-  std::stringstream in(list_text(v, field));
-  for (std::string x; std::getline(in, x, ',');) out.push_back(x);
-  return out;
-}
-
-// Whole numbers the answer range-checks itself (its message, in the body's words): only what
-// fits the C++ type is checked here.
-template <typename T>
-T whole_field(const nlohmann::json& v, const std::string& field) {
-  return number<T>(v, field, static_cast<double>(std::numeric_limits<T>::min()),
-                   std::min(static_cast<double>(std::numeric_limits<T>::max()), 9007199254740992.0));
-}
-
-// The answers name the command's flags (--max-batch); a body names fields (max_batch). Each of
-// `fields` as its flag, where a flag ends, is reworded.
-std::string as_fields(std::string message, const std::vector<std::string>& fields) {
-  for (const auto& f : fields) {
-    std::string flag = "--" + f;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    for (std::size_t at = message.find(flag); at != std::string::npos; at = message.find(flag, at)) {
-      const std::size_t end = at + flag.size();
-      const bool whole = end == message.size() || !(std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '-');
-      if (!whole) {
-        at = end;
-        continue;
-      }
-      message.replace(at, flag.size(), f);
-      at += f.size();
-    }
-  }
-  return message;
-}
-
-const std::vector<std::string> kBatchServeFields = {"model",     "flops_per_item", "weights_bytes", "card",     "precision",
-                                                    "rate",      "per_day",        "max_batch",     "max_delay", "seq_len",
-                                                    "requests",  "duration",       "slo",           "overhead", "seed",
-                                                    "price"};
-
-Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits) {
-  const std::vector<std::string>& fields = kBatchServeFields;
-  command_fields(body, "batch-serve", fields, {"prices", "json"},
-                 "the server reads and writes no files; give rents as price: {\"t4\": 0.35}");
-  scenario::BatchServeRequest r;
-  if (body.contains("model")) {
-    r.model = text_field(body["model"], "model", "\"bert-base-uncased\"");
-    catalogue_model(*r.model, "model");
-  }
-  if (body.contains("flops_per_item")) r.flops_per_item = number<double>(body["flops_per_item"], "flops_per_item", -1e300, 1e300);
-  if (body.contains("weights_bytes")) r.weights_bytes = text_field(body["weights_bytes"], "weights_bytes", "\"500MB\"");
-  if (body.contains("card")) {
-    r.card = text_field(body["card"], "card", "\"t4\"");
-    catalogue_card(r.card, "card");
-  }
-  if (body.contains("precision")) r.precision = text_field(body["precision"], "precision", "\"int8\"");
-  if (body.contains("rate")) r.rate = number<double>(body["rate"], "rate", -1e300, 1e300);
-  if (body.contains("per_day")) r.per_day = number<double>(body["per_day"], "per_day", -1e300, 1e300);
-  if (body.contains("max_batch")) r.max_batch = whole_field<int>(body["max_batch"], "max_batch");
-  if (body.contains("max_delay")) r.max_delay = text_field(body["max_delay"], "max_delay", "\"10ms\"");
-  if (body.contains("seq_len")) r.seq_len = whole_field<long long>(body["seq_len"], "seq_len");
-  if (body.contains("requests")) r.requests = whole_field<long long>(body["requests"], "requests");
-  if (body.contains("duration")) r.duration = text_field(body["duration"], "duration", "\"1h\"");
-  if (body.contains("slo")) {
-    const nlohmann::json& s = body["slo"];
-    if (s.is_string()) {
-      r.slos.push_back(s.get<std::string>());
-    } else {
-      if (!s.is_array()) throw HttpError(400, "slo: expected a latency objective such as \"p95<=3s\", or a list of them");
-      for (const auto& x : s) r.slos.push_back(text_field(x, "slo", "\"p95<=3s\""));
-    }
-  }
-  if (body.contains("overhead")) r.overhead = text_field(body["overhead"], "overhead", "\"1ms\"");
-  if (body.contains("seed")) r.seed = number<std::uint64_t>(body["seed"], "seed", 0, 9007199254740992.0);
-  if (body.contains("price")) r.price_overrides = price_overrides(body["price"], "price");
-  check_duration(r.duration, "duration", limits);
-  scenario::BatchServeSetup setup;
-  try {
-    setup = scenario::resolve_batch_serve(r);
-  } catch (const Error& e) {
-    throw HttpError(400, as_fields(e.what(), fields));
-  }
-  const BatchServeConfig& c = setup.config;
-  const double items = c.duration_s ? c.rate * *c.duration_s : static_cast<double>(c.requests);
-  if (items > static_cast<double>(limits.max_requests)) {
-    throw HttpError(422, std::string(c.duration_s ? "duration" : "requests") + ": " + fmt("%.0f", items) +
-                             " items is more than the server runs (at most " + std::to_string(limits.max_requests) +
-                             " per run; capsim serve --max-requests)");
-  }
-  return [setup](const CancelFlag&, const ProgressFn&) {
-    return guarded([&] { return json_text(scenario::batch_serve_json(scenario::answer_batch_serve(setup))); });
-  };
-}
-
-const std::vector<std::string> kFinetuneFields = {"model", "method", "optimizer", "batch", "seq_len", "lora_rank",
-                                                  "gradient_checkpointing", "flash_attention", "cards", "gpus", "price"};
-
-Job prepare_finetune(const nlohmann::json& body, const Limits&) {
-  const std::vector<std::string>& fields = kFinetuneFields;
-  command_fields(body, "finetune", fields, {"prices", "json"},
-                 "the server reads and writes no files; give rents as price: {\"h100-sxm\": 2.49}");
-  scenario::FinetuneRequest r;
-  if (body.contains("model")) r.model = text_field(body["model"], "model", "\"llama-2-13b\"");
-  catalogue_model(r.model, "model");
-  if (body.contains("method")) r.method = text_field(body["method"], "method", "\"qlora\"");
-  if (body.contains("optimizer")) r.optimizer = text_field(body["optimizer"], "optimizer", "\"adamw\"");
-  if (body.contains("batch")) r.batch = whole_field<long long>(body["batch"], "batch");
-  if (body.contains("seq_len")) r.seq_len = whole_field<long long>(body["seq_len"], "seq_len");
-  if (body.contains("lora_rank")) r.lora_rank = whole_field<int>(body["lora_rank"], "lora_rank");
-  if (body.contains("gradient_checkpointing")) {
-    r.gradient_checkpointing = bool_field(body["gradient_checkpointing"], "gradient_checkpointing");
-  }
-  if (body.contains("flash_attention")) r.flash_attention = bool_field(body["flash_attention"], "flash_attention");
-  if (body.contains("cards")) {
-    r.cards = list_field(body["cards"], "cards");
-    for (const auto& c : r.cards) catalogue_card(c, "cards");
-  }
-  if (body.contains("gpus")) r.gpus = whole_field<int>(body["gpus"], "gpus");
-  if (body.contains("price")) r.price_overrides = price_overrides(body["price"], "price");
-  // Arithmetic only (microseconds): answered here, so every refusal comes before the queue.
-  std::string answer;
-  try {
-    answer = json_text(scenario::finetune_json(scenario::answer_finetune(r)));
-  } catch (const Error& e) {
-    throw HttpError(400, as_fields(e.what(), fields));
-  }
-  return [answer](const CancelFlag&, const ProgressFn&) { return answer; };
-}
-
-const std::vector<std::string> kCalibrateFields = {"card", "profile", "force"};
-
-// The fit of `capsim calibrate fit` to a profile the body carries (capsim-calibrate's JSON
-// object). No path: the server reads no profile, Vidur folder or card file a client names, and
-// writes no fitted profile (the answer's "out" is null).
-Job prepare_calibrate(const nlohmann::json& body, const Limits&) {
-  const std::vector<std::string>& fields = kCalibrateFields;
-  command_fields(body, "calibrate", fields, {"vidur", "sku", "out", "json", "path"},
-                 "the server reads and writes no files; send the profile itself as profile: {...} "
-                 "(capsim-calibrate's JSON)");
-  scenario::CalibrateFitRequest r;
-  if (body.contains("card")) r.card = text_field(body["card"], "card", "\"h100-sxm\"");
-  catalogue_card(r.card, "card");
-  if (body.contains("force")) r.force = bool_field(body["force"], "force");
-  if (!body.contains("profile")) {
-    throw HttpError(400, "profile: missing; send capsim-calibrate's JSON object (docs/calibration.md#profile)");
-  }
-  const nlohmann::json& p = body["profile"];
-  if (p.is_string()) {
-    throw HttpError(400, "profile: the server reads no files; send the profile itself, capsim-calibrate's JSON "
-                         "object, not a path");
-  }
-  if (!p.is_object()) {
-    throw HttpError(400, std::string("profile: expected capsim-calibrate's JSON object, got ") + json_type_word(p));
-  }
-  try {
-    r.measured = calibration::parse_profile(p, "profile");
-  } catch (const Error& e) {
-    throw HttpError(400, e.what());
-  }
-  r.measured->path = "profile";
-  r.command_line = "POST /v1/calibrate";
-  return [r](const CancelFlag&, const ProgressFn&) {
-    try {
-      return json_text(scenario::calibrate_fit_json(scenario::answer_calibrate_fit(r), std::nullopt));
-    } catch (const Error& e) {
-      throw HttpError(400, as_fields(e.what(), kCalibrateFields));
-    }
-  };
-}
-
-}  // namespace
+using namespace detail;
 
 Endpoint route(std::string_view method, std::string_view path) {
   struct Entry {
