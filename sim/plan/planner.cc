@@ -491,7 +491,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
         },
         {});
   }
-  if (std::getenv("CAPSIM_PLAN_TRACE")) {  // the totals after the per-run lines (search.cc, evaluate)
+  if (std::getenv("CAPSIM_PLAN_TRACE")) {  // the totals after the per-run lines (evaluate.cc)
     std::fprintf(stderr,
                  "plan-summary searched=%zu skipped=%zu search_runs=%zu stopped_early=%zu search_batches=%zu "
                  "verify_runs=%zu verify_rounds=%zu verified=%zu\n",

@@ -1,4 +1,4 @@
-// plan::binding_resource (sim/plan/search.cc): what limits a run, from its result alone.
+// plan::binding_resource (sim/plan/slo_verdict.cc): what limits a run, from its result alone.
 #include <catch2/catch.hpp>
 
 #include "sim/plan/search.h"

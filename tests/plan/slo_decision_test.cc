@@ -1,4 +1,4 @@
-// plan::decide_slo (sim/plan/search.cc): the reason given for an INCONCLUSIVE SLO states what
+// plan::decide_slo (sim/plan/slo_verdict.cc): the reason given for an INCONCLUSIVE SLO states what
 // decided it.
 #include <catch2/catch.hpp>
 
