@@ -170,7 +170,8 @@ TEST_CASE("a decode step's attention is the table's time per layer times the lay
   const Override on(true);
   {
     const RooflineCost cost(llama_8b_h100());
-    const OperatorCost& attention = group(cost.breakdown(b), "attention_decode");
+    const auto breakdown = cost.breakdown(b);  // kept alive: `attention` refers into it
+    const OperatorCost& attention = group(breakdown, "attention_decode");
     CHECK(attention.seconds == Approx(583.36e-6).epsilon(1e-9));
     CHECK(attention.measured);
     CHECK(cost.attention_source() == "measured: h100-sxm vllm 0.24.0 attention tables (bf16 KV; decode, prefill)");

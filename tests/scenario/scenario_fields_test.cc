@@ -117,7 +117,8 @@ TEST_CASE("scenario fields: the API's scenario schema is the tables'", "[scenari
   for (const auto& [k, v] : scenario["properties"].items()) root_keys.push_back(k);
   std::sort(root_keys.begin(), root_keys.end());
   std::vector<std::string> table_keys;
-  for (const auto& r : scenario_field_sections().front().fields) table_keys.push_back(r.key);
+  const auto sections = scenario_field_sections();  // kept alive: the loop reads into it
+  for (const auto& r : sections.front().fields) table_keys.push_back(r.key);
   std::sort(table_keys.begin(), table_keys.end());
   CHECK(root_keys == table_keys);
   CHECK(scenario["additionalProperties"] == false);
