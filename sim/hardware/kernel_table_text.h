@@ -4,11 +4,15 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstddef>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "sim/core/error.h"
+#include "sim/hardware/measured_kernels.h"
 
 namespace capsim::kernel_table {
 
@@ -48,6 +52,41 @@ inline Bracket bracket(const std::vector<double>& v, double x) {
   b.lo = b.hi - 1;
   b.w = (std::log(x) - std::log(v[b.lo])) / (std::log(v[b.hi]) - std::log(v[b.lo]));
   return b;
+}
+
+// A table's header lines ("# key: value", in `meta`) as its provenance: the format version (1),
+// the required op, dtype, card, framework, source and unit (us), and the optional device, kernel
+// and licence. Throws capsim::Error naming `path` and the missing or unsupported key; what each
+// op accepts for op and dtype its reader checks after.
+inline KernelTableInfo table_info(const std::string& path, const std::map<std::string, std::string>& meta) {
+  const auto value = [&](const char* key) {
+    const auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  const auto required = [&](const char* key) {
+    std::string v = value(key);
+    if (v.empty()) {
+      throw Error(path + ": the header lacks '# " + std::string(key) +
+                  ": ...' (required: op, dtype, card, framework, source, unit)");
+    }
+    return v;
+  };
+  if (required("capsim measured-kernel table") != "1") {
+    throw Error(path + ": capsim measured-kernel table version '" + value("capsim measured-kernel table") +
+                "' is not supported; accepted: 1");
+  }
+  KernelTableInfo info;
+  info.file = path;
+  info.op = required("op");
+  info.dtype = required("dtype");
+  info.card = required("card");
+  info.framework = required("framework");
+  info.source = required("source");
+  if (required("unit") != "us") throw Error(path + ": unit '" + value("unit") + "' is not supported; accepted: us");
+  info.device = value("device");
+  info.kernel = value("kernel");
+  info.licence = value("licence");
+  return info;
 }
 
 }  // namespace capsim::kernel_table

@@ -34,7 +34,6 @@ MeasuredAttentionTable MeasuredAttentionTable::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot read the measured-kernel table");
   MeasuredAttentionTable t;
-  t.info_.file = path;
   std::map<std::string, std::string> meta;
   std::string line;
   int line_no = 0;
@@ -116,30 +115,10 @@ MeasuredAttentionTable MeasuredAttentionTable::load(const std::string& path) {
     }
     rows[{v[kHeadDim], v[kWindow], v[kHeads], v[kKvHeads]}][v[kBatch]].push_back({v[kLength], v[kUs] * 1e-6});
   }
-  const auto required = [&](const char* key) -> const std::string& {
-    const auto it = meta.find(key);
-    if (it == meta.end() || it->second.empty()) {
-      throw Error(path + ": the header lacks '# " + std::string(key) +
-                  ": ...' (required: op, dtype, card, framework, source, unit)");
-    }
-    return it->second;
-  };
-  if (required("capsim measured-kernel table") != "1") {
-    throw Error(path + ": capsim measured-kernel table version '" + meta["capsim measured-kernel table"] +
-                "' is not supported; accepted: 1");
-  }
-  t.info_.op = required("op");
-  t.info_.dtype = required("dtype");
+  t.info_ = kernel_table::table_info(path, meta);
   if (t.info_.dtype != "bf16" && t.info_.dtype != "fp8") {
     throw Error(path + ": dtype '" + t.info_.dtype + "' is not supported for attention (the KV cache's); accepted: bf16, fp8");
   }
-  t.info_.card = required("card");
-  t.info_.framework = required("framework");
-  t.info_.source = required("source");
-  if (required("unit") != "us") throw Error(path + ": unit '" + meta["unit"] + "' is not supported; accepted: us");
-  t.info_.device = meta["device"];
-  t.info_.kernel = meta["kernel"];
-  t.info_.licence = meta["licence"];
   if (rows.empty()) throw Error(path + ": no measurements under the column header");
 
   for (auto& [key, batches] : rows) {

@@ -40,7 +40,6 @@ MeasuredRows read_measured_rows(const std::string& path, const std::string& op,
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot read the measured-kernel table");
   MeasuredRows out;
-  out.info.file = path;
   std::map<std::string, std::string> meta;
   std::vector<std::string> header;
   std::vector<int> where_col;  // columns[i] (then "us") is header[where_col[i]]
@@ -100,28 +99,8 @@ MeasuredRows read_measured_rows(const std::string& path, const std::string& op,
     }
     out.rows.push_back(std::move(row));
   }
-  const auto required = [&](const char* key) -> const std::string& {
-    const auto it = meta.find(key);
-    if (it == meta.end() || it->second.empty()) {
-      throw Error(path + ": the header lacks '# " + std::string(key) +
-                  ": ...' (required: op, dtype, card, framework, source, unit)");
-    }
-    return it->second;
-  };
-  if (required("capsim measured-kernel table") != "1") {
-    throw Error(path + ": capsim measured-kernel table version '" + meta["capsim measured-kernel table"] +
-                "' is not supported; accepted: 1");
-  }
-  out.info.op = required("op");
+  out.info = kernel_table::table_info(path, meta);
   if (out.info.op != op) throw Error(path + ": op '" + out.info.op + "' is not a " + op + " table; accepted: " + op);
-  out.info.dtype = required("dtype");
-  out.info.card = required("card");
-  out.info.framework = required("framework");
-  out.info.source = required("source");
-  if (required("unit") != "us") throw Error(path + ": unit '" + meta["unit"] + "' is not supported; accepted: us");
-  out.info.device = meta["device"];
-  out.info.kernel = meta["kernel"];
-  out.info.licence = meta["licence"];
   if (out.rows.empty()) throw Error(path + ": no measurements under the column header");
   return out;
 }
