@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/core/error.h"
+#include "sim/hardware/kernel_table_text.h"
 #include "sim/hardware/measured_moe.h"
 
 namespace capsim {
@@ -37,12 +38,7 @@ double MeasuredAllReduceTable::seconds(int gpus, double bytes) const {
   const Series& s = series_.at(gpus);
   if (bytes <= s.bytes.front()) return s.seconds.front();
   if (bytes >= s.bytes.back()) return s.seconds.back() * bytes / s.bytes.back();
-  const auto it = std::lower_bound(s.bytes.begin(), s.bytes.end(), bytes);
-  const std::size_t hi = static_cast<std::size_t>(it - s.bytes.begin());
-  if (s.bytes[hi] == bytes) return s.seconds[hi];
-  const std::size_t lo = hi - 1;
-  const double w = (std::log(bytes) - std::log(s.bytes[lo])) / (std::log(s.bytes[hi]) - std::log(s.bytes[lo]));
-  return std::exp((1 - w) * std::log(s.seconds[lo]) + w * std::log(s.seconds[hi]));
+  return kernel_table::log_interpolate(s.bytes, s.seconds, bytes);
 }
 
 bool MeasuredAllReduceTable::covers(int gpus, double bytes) const {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,8 +16,6 @@ namespace {
 
 using kernel_table::Bracket;
 using kernel_table::bracket;
-using kernel_table::split_commas;
-using kernel_table::trim;
 
 AttentionShape at_layout(AttentionShape s, const MeasuredAttentionTable::Layout& l) {
   s.heads = l.heads;
@@ -31,12 +28,7 @@ AttentionShape at_layout(AttentionShape s, const MeasuredAttentionTable::Layout&
 }  // namespace
 
 MeasuredAttentionTable MeasuredAttentionTable::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read the measured-kernel table");
   MeasuredAttentionTable t;
-  std::map<std::string, std::string> meta;
-  std::string line;
-  int line_no = 0;
   std::vector<std::string> columns;
   const auto where = [&](int n) { return path + ":" + std::to_string(n); };
   // Column indices, in the order the rows' values are kept: batch, length, heads, kv_heads,
@@ -47,74 +39,50 @@ MeasuredAttentionTable MeasuredAttentionTable::load(const std::string& path) {
   using Key = std::tuple<double, double, double, double>;  // head_dim, window, heads, kv_heads
   std::map<Key, std::map<double, std::vector<std::pair<double, double>>>> rows;  // -> batch -> (length, s)
   std::string length_name;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string s = trim(line);
-    if (s.empty()) continue;
-    if (s[0] == '#') {
-      if (!columns.empty()) throw Error(where(line_no) + ": a '# key: value' line after the column header");
-      const auto colon = s.find(':');
-      if (colon == std::string::npos) throw Error(where(line_no) + ": expected '# key: value'");
-      meta[trim(s.substr(1, colon - 1))] = trim(s.substr(colon + 1));
-      continue;
+  const auto on_columns = [&](int line_no, const std::vector<std::string>& header, const std::string& s,
+                              const std::map<std::string, std::string>& meta) {
+    const auto op = meta.find("op");
+    if (op == meta.end() || (op->second != "attention_decode" && op->second != "attention_prefill")) {
+      throw Error(path + ": op '" + (op == meta.end() ? "" : op->second) +
+                  "' is not an attention table; accepted: attention_decode, attention_prefill");
     }
-    if (columns.empty()) {
-      const auto op = meta.find("op");
-      if (op == meta.end() || (op->second != "attention_decode" && op->second != "attention_prefill")) {
-        throw Error(path + ": op '" + (op == meta.end() ? "" : op->second) +
-                    "' is not an attention table; accepted: attention_decode, attention_prefill");
+    length_name = op->second == "attention_decode" ? "context" : "tokens";
+    columns = header;
+    for (int i = 0; i < static_cast<int>(columns.size()); ++i) {
+      const std::string& c = columns[static_cast<std::size_t>(i)];
+      if (c == "batch") col[kBatch] = i;
+      else if (c == length_name) col[kLength] = i;
+      else if (c == "heads") col[kHeads] = i;
+      else if (c == "kv_heads") col[kKvHeads] = i;
+      else if (c == "head_dim") col[kHeadDim] = i;
+      else if (c == "window") col[kWindow] = i;
+      else if (c == "us") col[kUs] = i;
+      else {
+        throw Error(where(line_no) + ": unknown column '" + c + "'; an " + op->second + " table has batch, " +
+                    length_name + ", heads, kv_heads, head_dim, window (optional), us");
       }
-      length_name = op->second == "attention_decode" ? "context" : "tokens";
-      columns = split_commas(s);
-      for (int i = 0; i < static_cast<int>(columns.size()); ++i) {
-        const std::string& c = columns[static_cast<std::size_t>(i)];
-        if (c == "batch") col[kBatch] = i;
-        else if (c == length_name) col[kLength] = i;
-        else if (c == "heads") col[kHeads] = i;
-        else if (c == "kv_heads") col[kKvHeads] = i;
-        else if (c == "head_dim") col[kHeadDim] = i;
-        else if (c == "window") col[kWindow] = i;
-        else if (c == "us") col[kUs] = i;
-        else {
-          throw Error(where(line_no) + ": unknown column '" + c + "'; an " + op->second + " table has batch, " +
-                      length_name + ", heads, kv_heads, head_dim, window (optional), us");
-        }
-      }
-      for (int k : {kBatch, kLength, kHeads, kKvHeads, kHeadDim, kUs}) {
-        if (col[k] < 0) {
-          throw Error(where(line_no) + ": the column header must name batch, " + length_name +
-                      ", heads, kv_heads, head_dim and us (got '" + s + "')");
-        }
-      }
-      continue;
     }
-    const std::vector<std::string> cells = split_commas(s);
-    if (cells.size() != columns.size()) {
-      throw Error(where(line_no) + ": " + std::to_string(cells.size()) + " values, the header has " +
-                  std::to_string(columns.size()));
+    for (int k : {kBatch, kLength, kHeads, kKvHeads, kHeadDim, kUs}) {
+      if (col[k] < 0) {
+        throw Error(where(line_no) + ": the column header must name batch, " + length_name +
+                    ", heads, kv_heads, head_dim and us (got '" + s + "')");
+      }
     }
+  };
+  const auto on_row = [&](int line_no, const std::vector<std::string>& cells, const std::string&) {
     double v[kColumns] = {0, 0, 0, 0, 0, 0, 0};
     for (int k = 0; k < kColumns; ++k) {
       if (col[k] < 0) continue;
       const std::string& c = cells[static_cast<std::size_t>(col[k])];
-      const std::string& name = columns[static_cast<std::size_t>(col[k])];
       // An imported table whose source recorded no window (AIConfigurator's A100 database) says
-      // NaN: those kernels ran full attention.
+      // NaN: those kernels ran full attention. A window of 0 is full attention too.
       if (k == kWindow && c == "NaN") continue;
-      char* end = nullptr;
-      v[k] = std::strtod(c.c_str(), &end);
-      // A window of 0 is full attention; every other value must be positive.
-      const bool ok = k == kWindow ? v[k] >= 0 : v[k] > 0;
-      if (c.empty() || *end != '\0' || !std::isfinite(v[k]) || !ok) {
-        throw Error(where(line_no) + ": " + name + " '" + c + "' is not a " +
-                    (k == kWindow ? "non-negative" : "positive") + " number");
-      }
-      if (k != kUs && v[k] != std::floor(v[k])) {
-        throw Error(where(line_no) + ": " + name + " '" + c + "' is not a whole number");
-      }
+      v[k] = kernel_table::table_number(c, columns[static_cast<std::size_t>(col[k])], where(line_no), k != kUs,
+                                        k == kWindow);
     }
     rows[{v[kHeadDim], v[kWindow], v[kHeads], v[kKvHeads]}][v[kBatch]].push_back({v[kLength], v[kUs] * 1e-6});
-  }
+  };
+  const std::map<std::string, std::string> meta = kernel_table::scan_table(path, on_columns, on_row);
   t.info_ = kernel_table::table_info(path, meta);
   if (t.info_.dtype != "bf16" && t.info_.dtype != "fp8") {
     throw Error(path + ": dtype '" + t.info_.dtype + "' is not supported for attention (the KV cache's); accepted: bf16, fp8");

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -20,18 +19,11 @@ namespace {
 
 using kernel_table::Bracket;
 using kernel_table::bracket;
-using kernel_table::split_commas;
-using kernel_table::trim;
+using kernel_table::joined;
 
 const std::set<std::string>& gemm_dtypes() {
   static const std::set<std::string> names = {"bf16", "fp8", "nvfp4"};
   return names;
-}
-
-std::string joined(const std::set<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
 }
 
 }  // namespace
@@ -44,61 +36,32 @@ double GemmRoofline::seconds(double m, double n, double k) const {
 }
 
 MeasuredGemmTable MeasuredGemmTable::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read the measured-kernel table");
   MeasuredGemmTable t;
-  std::map<std::string, std::string> meta;
-  std::string line;
-  int line_no = 0;
   std::vector<std::string> columns;
   std::map<std::pair<double, double>, std::vector<std::pair<double, double>>> rows;  // (n,k) -> (m, s)
   std::set<std::tuple<double, double, double>> seen;
   const auto where = [&](int n) { return path + ":" + std::to_string(n); };
   int col_n = -1, col_k = -1, col_m = -1, col_us = -1;
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string s = trim(line);
-    if (s.empty()) continue;
-    if (s[0] == '#') {
-      if (!columns.empty()) throw Error(where(line_no) + ": a '# key: value' line after the column header");
-      const auto colon = s.find(':');
-      if (colon == std::string::npos) throw Error(where(line_no) + ": expected '# key: value'");
-      meta[trim(s.substr(1, colon - 1))] = trim(s.substr(colon + 1));
-      continue;
+  const auto on_columns = [&](int line_no, const std::vector<std::string>& header, const std::string& s,
+                              const std::map<std::string, std::string>&) {
+    columns = header;
+    for (int i = 0; i < static_cast<int>(columns.size()); ++i) {
+      if (columns[i] == "n") col_n = i;
+      else if (columns[i] == "k") col_k = i;
+      else if (columns[i] == "m") col_m = i;
+      else if (columns[i] == "us") col_us = i;
+      else throw Error(where(line_no) + ": unknown column '" + columns[i] + "'; a gemm table has n, k, m, us");
     }
-    if (columns.empty()) {
-      columns = split_commas(s);
-      for (int i = 0; i < static_cast<int>(columns.size()); ++i) {
-        if (columns[i] == "n") col_n = i;
-        else if (columns[i] == "k") col_k = i;
-        else if (columns[i] == "m") col_m = i;
-        else if (columns[i] == "us") col_us = i;
-        else throw Error(where(line_no) + ": unknown column '" + columns[i] + "'; a gemm table has n, k, m, us");
-      }
-      if (col_n < 0 || col_k < 0 || col_m < 0 || col_us < 0) {
-        throw Error(where(line_no) + ": the column header must name n, k, m and us (got '" + s + "')");
-      }
-      continue;
+    if (col_n < 0 || col_k < 0 || col_m < 0 || col_us < 0) {
+      throw Error(where(line_no) + ": the column header must name n, k, m and us (got '" + s + "')");
     }
-    const std::vector<std::string> cells = split_commas(s);
-    if (cells.size() != columns.size()) {
-      throw Error(where(line_no) + ": " + std::to_string(cells.size()) + " values, the header has " +
-                  std::to_string(columns.size()));
-    }
+  };
+  const auto on_row = [&](int line_no, const std::vector<std::string>& cells, const std::string&) {
     double v[4];
     const int cols[4] = {col_n, col_k, col_m, col_us};
     for (int i = 0; i < 4; ++i) {
-      const std::string& c = cells[static_cast<std::size_t>(cols[i])];
-      char* end = nullptr;
-      v[i] = std::strtod(c.c_str(), &end);
-      if (c.empty() || *end != '\0' || !std::isfinite(v[i]) || v[i] <= 0) {
-        throw Error(where(line_no) + ": " + columns[static_cast<std::size_t>(cols[i])] + " '" + c +
-                    "' is not a positive number");
-      }
-      if (i < 3 && v[i] != std::floor(v[i])) {
-        throw Error(where(line_no) + ": " + columns[static_cast<std::size_t>(cols[i])] + " '" + c +
-                    "' is not a whole number");
-      }
+      const auto c = static_cast<std::size_t>(cols[i]);
+      v[i] = kernel_table::table_number(cells[c], columns[c], where(line_no), i < 3);
     }
     if (!seen.insert({v[0], v[1], v[2]}).second) {
       throw Error(where(line_no) + ": the shape n=" + cells[static_cast<std::size_t>(col_n)] + " k=" +
@@ -106,7 +69,8 @@ MeasuredGemmTable MeasuredGemmTable::load(const std::string& path) {
                   " is given twice");
     }
     rows[{v[0], v[1]}].push_back({v[2], v[3] * 1e-6});
-  }
+  };
+  const std::map<std::string, std::string> meta = kernel_table::scan_table(path, on_columns, on_row);
   t.info_ = kernel_table::table_info(path, meta);
   if (t.info_.op != "gemm") throw Error(path + ": op '" + t.info_.op + "' is not a GEMM table; accepted: gemm");
   if (!gemm_dtypes().count(t.info_.dtype)) {

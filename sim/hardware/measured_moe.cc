@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -11,95 +10,46 @@
 #include "sim/hardware/kernel_table_text.h"
 
 namespace capsim {
-namespace {
 
-using kernel_table::split_commas;
-using kernel_table::trim;
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-// Log time at x along one ascending series, linear in log x between the two neighbours of x.
-// REQUIRES: x inside [xs.front(), xs.back()].
-double log_interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
-  const auto it = std::lower_bound(xs.begin(), xs.end(), x);
-  const std::size_t hi = std::min(static_cast<std::size_t>(it - xs.begin()), xs.size() - 1);
-  if (xs[hi] == x || hi == 0) return ys[hi];
-  const std::size_t lo = hi - 1;
-  const double w = (std::log(x) - std::log(xs[lo])) / (std::log(xs[hi]) - std::log(xs[lo]));
-  return std::exp((1 - w) * std::log(ys[lo]) + w * std::log(ys[hi]));
-}
-
-}  // namespace
+using kernel_table::joined;
 
 MeasuredRows read_measured_rows(const std::string& path, const std::string& op,
                                 const std::vector<std::string>& columns) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read the measured-kernel table");
   MeasuredRows out;
-  std::map<std::string, std::string> meta;
-  std::vector<std::string> header;
-  std::vector<int> where_col;  // columns[i] (then "us") is header[where_col[i]]
+  std::vector<int> where_col;  // columns[i] (then "us") is the header's column where_col[i]
   std::set<std::vector<double>> seen;
-  std::string line;
-  int line_no = 0;
   const auto where = [&](int n) { return path + ":" + std::to_string(n); };
   std::vector<std::string> wanted = columns;
   wanted.push_back("us");
-  while (std::getline(in, line)) {
-    ++line_no;
-    const std::string s = trim(line);
-    if (s.empty()) continue;
-    if (s[0] == '#') {
-      if (!header.empty()) throw Error(where(line_no) + ": a '# key: value' line after the column header");
-      const auto colon = s.find(':');
-      if (colon == std::string::npos) throw Error(where(line_no) + ": expected '# key: value'");
-      meta[trim(s.substr(1, colon - 1))] = trim(s.substr(colon + 1));
-      continue;
-    }
-    if (header.empty()) {
-      header = split_commas(s);
-      for (const auto& h : header) {
-        if (std::find(wanted.begin(), wanted.end(), h) == wanted.end()) {
-          throw Error(where(line_no) + ": unknown column '" + h + "'; a " + op + " table has " + joined(wanted));
-        }
+  const auto on_columns = [&](int line_no, const std::vector<std::string>& header, const std::string& s,
+                              const std::map<std::string, std::string>&) {
+    for (const auto& h : header) {
+      if (std::find(wanted.begin(), wanted.end(), h) == wanted.end()) {
+        throw Error(where(line_no) + ": unknown column '" + h + "'; a " + op + " table has " + joined(wanted));
       }
-      for (const auto& w : wanted) {
-        const auto it = std::find(header.begin(), header.end(), w);
-        if (it == header.end()) {
-          throw Error(where(line_no) + ": the column header must name " + joined(wanted) + " (got '" + s + "')");
-        }
-        where_col.push_back(static_cast<int>(it - header.begin()));
+    }
+    for (const auto& w : wanted) {
+      const auto it = std::find(header.begin(), header.end(), w);
+      if (it == header.end()) {
+        throw Error(where(line_no) + ": the column header must name " + joined(wanted) + " (got '" + s + "')");
       }
-      continue;
+      where_col.push_back(static_cast<int>(it - header.begin()));
     }
-    const std::vector<std::string> cells = split_commas(s);
-    if (cells.size() != header.size()) {
-      throw Error(where(line_no) + ": " + std::to_string(cells.size()) + " values, the header has " +
-                  std::to_string(header.size()));
-    }
+  };
+  const auto on_row = [&](int line_no, const std::vector<std::string>& cells, const std::string& s) {
     std::vector<double> row;
     for (std::size_t i = 0; i < wanted.size(); ++i) {
-      const std::string& c = cells[static_cast<std::size_t>(where_col[i])];
-      char* end = nullptr;
-      const double v = std::strtod(c.c_str(), &end);
-      if (c.empty() || *end != '\0' || !std::isfinite(v) || v <= 0) {
-        throw Error(where(line_no) + ": " + wanted[i] + " '" + c + "' is not a positive number");
-      }
-      if (i + 1 < wanted.size() && v != std::floor(v)) {
-        throw Error(where(line_no) + ": " + wanted[i] + " '" + c + "' is not a whole number");
-      }
-      row.push_back(i + 1 < wanted.size() ? v : v * 1e-6);
+      const bool is_time = i + 1 == wanted.size();
+      const double v = kernel_table::table_number(cells[static_cast<std::size_t>(where_col[i])], wanted[i],
+                                                  where(line_no), !is_time);
+      row.push_back(is_time ? v * 1e-6 : v);
     }
     if (!seen.insert(std::vector<double>(row.begin(), row.end() - 1)).second) {
       throw Error(where(line_no) + ": the shape '" + s.substr(0, s.rfind(',')) + "' is given twice");
     }
     out.rows.push_back(std::move(row));
-  }
-  out.info = kernel_table::table_info(path, meta);
+  };
+  out.info = kernel_table::table_info(path, kernel_table::scan_table(path, on_columns, on_row));
   if (out.info.op != op) throw Error(path + ": op '" + out.info.op + "' is not a " + op + " table; accepted: " + op);
   if (out.rows.empty()) throw Error(path + ": no measurements under the column header");
   return out;
@@ -140,7 +90,7 @@ double MeasuredMoeTable::seconds(double tokens, const MoeLayout& layout,
                                  const std::function<double(double)>& roofline) const {
   const Series& s = series_.at(layout);
   const double clamped = std::clamp(tokens, s.tokens.front(), s.tokens.back());
-  double t = log_interpolate(s.tokens, s.seconds, clamped);
+  double t = kernel_table::log_interpolate(s.tokens, s.seconds, clamped);
   if (clamped != tokens) t *= roofline(tokens) / roofline(clamped);
   return t;
 }
