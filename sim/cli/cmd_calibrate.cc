@@ -4,6 +4,7 @@
 //   capsim calibrate fit --vidur DIR --card CARD [--sku SKU] [--out FILE]
 //   capsim calibrate compare STEPS.csv [--card CARD] [--model M] [--tp N] ...
 //   capsim calibrate show [--card CARD]
+//   capsim calibrate tables PROFILE.json --card CARD [--out DIR]
 //
 // Also registers the global flag --no-calibration (before the command: `capsim --no-calibration
 // roofline ...`), which keeps calibration/profiles/*.yaml from being applied to the cards.
@@ -12,9 +13,11 @@
 
 #include "sim/answers/calibrate_answer.h"
 #include "sim/calibration/card_profile.h"
+#include "sim/calibration/kernel_tables.h"
 #include "sim/cli/commands.h"
 #include "sim/cli/common.h"
 #include "sim/report/json_output.h"
+#include "sim/scenario/catalogues.h"
 
 namespace capsim::cli {
 namespace {
@@ -75,6 +78,29 @@ int run_show(const std::string& card_name) {
   return 0;
 }
 
+struct TablesOptions {
+  std::string profile, card, out;
+};
+
+// Writes every table or none (OutputSet), into calibration/kernels/<card>/ unless --out says.
+int run_tables(const TablesOptions& o) {
+  const Card& card = scenario::find_card(o.card);
+  const calibration::KernelTablesFromProfile t =
+      calibration::kernel_tables_from_profile(calibration::load_profile(o.profile), card.name);
+  const std::string dir = o.out.empty() ? data_dir() + "/calibration/kernels/" + card.name : o.out;
+  std::filesystem::create_directories(dir);
+  OutputSet outputs;
+  for (const auto& table : t.tables) outputs.add("--out", dir + "/" + table.file, table.text);
+  outputs.commit();
+  for (const auto& table : t.tables) {
+    std::cout << "wrote " << dir << "/" << table.file << " (" << table.rows << " rows)\n";
+  }
+  for (const auto& line : t.left_out) std::cout << "left out: " << line << "\n";
+  std::cout << "capsim reads them for " << card.name << " where the engine profile has kernels.measured_kernels "
+            << "on (or --measured-kernels); see docs/cost-model.md#measured-kernels\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_calibrate_command(CLI::App& app, int& exit_code) {
@@ -91,6 +117,7 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
       "  capsim calibrate fit --vidur ../shared/reference/vidur_profiles --card h100-sxm --out -\n"
       "  capsim calibrate compare steps.csv --model llama-3.1-8b --card h100-sxm\n"
       "  capsim calibrate show --card h100-sxm\n"
+      "  capsim calibrate tables h100.json --card h100-sxm   (the profile as measured-kernel tables)\n"
       "see docs/calibration.md");
 
   auto fo = std::make_shared<FitOptions>();
@@ -130,6 +157,14 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   CLI::App* show = cmd->add_subcommand("show", "the efficiencies each card uses and where they come from");
   show->add_option("--card,-c", *card, "one card (default: all)");
   show->callback([card, &exit_code] { exit_code = run_show(*card); });
+
+  auto to = std::make_shared<TablesOptions>();
+  CLI::App* tables = cmd->add_subcommand(
+      "tables", "write a capsim-calibrate profile's GEMMs as measured-kernel tables (calibration/kernels/<card>/)");
+  tables->add_option("profile", to->profile, "profile JSON written by capsim-calibrate")->required();
+  tables->add_option("--card,-c", to->card, "the card it was measured on (capsim list cards)")->required();
+  tables->add_option("--out,-o", to->out, "folder to write <op>-<dtype>.csv into (default: calibration/kernels/<card>)");
+  tables->callback([to, &exit_code] { exit_code = run_tables(*to); });
 }
 
 }  // namespace capsim::cli

@@ -15,6 +15,7 @@
 #include "sim/calibration/card_profile.h"
 #include "sim/cost/roofline_cost.h"
 #include "sim/hardware/card.h"
+#include "sim/hardware/measured_kernels.h"
 #include "sim/llm/deployment.h"
 #include "sim/llm/engine_profile.h"
 #include "sim/llm/model_spec.h"
@@ -252,4 +253,28 @@ TEST_CASE("cli: calibrate fit refuses efficiencies outside the physical range, w
   REQUIRE(q.status == 0);
   CHECK(nlohmann::json::parse(q.out).at("efficiency").at("memory_bandwidth").at("value").get<double>() ==
         Approx(0.83 / 0.9).epsilon(0.01));
+}
+
+TEST_CASE("cli: calibrate tables writes a profile's GEMMs as the card's measured-kernel tables",
+          "[calibration][cli][kernels]") {
+  TempDir dir;
+  const std::string profile = dir.write("h100.json", capsim::test::synthetic_profile({}, 11).dump());
+  const std::string out = dir.path() + "/h100-sxm";
+  const Result r = run("calibrate tables '" + profile + "' --card h100-sxm --out '" + out + "'");
+  REQUIRE(r.status == 0);
+  // Of the synthetic profile's 10 (n, k) shapes, k = 4096 with n = 4096, 6144 and 28672 is the
+  // largest complete grid: 3 shapes x 12 token counts = 36 rows per dtype; fp16 is left out.
+  CHECK(contains(r.out, "wrote " + out + "/gemm-bf16.csv (36 rows)"));
+  CHECK(contains(r.out, "wrote " + out + "/gemm-fp8.csv (36 rows)"));
+  CHECK(contains(r.out, "left out: gemm fp16: "));
+  CHECK(contains(r.out, "left out: gemm bf16 shapes (n x k) outside the largest complete grid: 512x512, 1024x1024, "
+                        "1280x8192, 4096x14336, 7168x8192, 8192x1024, 8192x3584"));
+  const auto kernels = capsim::MeasuredKernels::load_dir(out, "h100-sxm");
+  REQUIRE(kernels.gemm(capsim::Precision::kFp8) != nullptr);
+  CHECK(kernels.gemm(capsim::Precision::kFp8)->points() == 36);
+
+  const Result unknown = run("calibrate tables '" + profile + "' --card h999 --out '" + dir.path() + "/x'");
+  CHECK(unknown.status == 2);
+  CHECK(contains(unknown.err, "unknown card 'h999'; accepted: "));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/x"));
 }
