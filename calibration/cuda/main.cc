@@ -4,6 +4,7 @@
 //   capsim-calibrate --quick --out h100.json        # estimated 1-2 minutes on an H100 (not yet timed)
 //   capsim-calibrate --out h100.json                # the full sweep, several minutes
 //   capsim-calibrate --config models/qwen2.5-7b/config.json --tp 1,2 --out q.json
+//   capsim-calibrate --quick --gemm-grid --out h100.json   # then: capsim calibrate tables h100.json --card h100-sxm
 //
 // Benchmarks: cuBLASLt GEMMs at serving shapes (fp16, bf16, fp8 on compute capability >= 8.9),
 // streaming read/copy bandwidth beyond L2, paged decode attention and causal prefill attention
@@ -124,7 +125,7 @@ json seconds_json(const std::vector<double>& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"capsim-calibrate: measure this GPU for `capsim calibrate fit` (docs/calibration.md)"};
-  bool quick = false, quiet = false;
+  bool quick = false, quiet = false, gemm_grid = false;
   std::string out_path = "calibration-profile.json";
   int device = 0, samples = 0, warmup = 3, allreduce_gpus = 0;
   double target_ms = 0;
@@ -139,6 +140,9 @@ int main(int argc, char** argv) {
   app.add_option("--tp", tp_list, "tensor-parallel shards of each --config model, e.g. 1,2,4")->capture_default_str();
   app.add_option("--m", m_list, "GEMM token counts M, e.g. 1,16,256,4096 (default: a sweep 1..16384)");
   app.add_option("--dtypes", dtype_list, "GEMM dtypes: fp16, bf16, fp8")->capture_default_str();
+  app.add_flag("--gemm-grid", gemm_grid,
+               "also time every n with every k of 1024..16384 (25 shapes), so that `capsim calibrate tables` "
+               "can write all of them as a measured-kernel table");
   app.add_option("--samples", samples, "timed samples per configuration (default 5 quick, 10 full)");
   app.add_option("--warmup", warmup, "warm-up operations before timing")->capture_default_str();
   app.add_option("--target-ms", target_ms, "length of one timed sample (default 2 quick, 5 full)");
@@ -235,6 +239,13 @@ int main(int argc, char** argv) {
     // Small GEMMs whose roofline time is below a kernel's minimum: they measure the floor.
     for (const std::int64_t s : quick ? std::vector<std::int64_t>{512, 1024} : std::vector<std::int64_t>{256, 512, 1024, 2048}) {
       shapes.push_back({s, s, "floor probe"});
+    }
+    // The measured-kernel table interpolates between (n, k) points, so it needs a complete grid.
+    if (gemm_grid) {
+      const std::vector<std::int64_t> sides = {1024, 2048, 4096, 8192, 16384};
+      for (const std::int64_t n : sides) {
+        for (const std::int64_t k : sides) shapes.push_back({n, k, "grid"});
+      }
     }
     std::vector<std::int64_t> ms;
     if (!m_list.empty()) {
@@ -394,6 +405,8 @@ int main(int argc, char** argv) {
     std::printf("\nwrote %s (%.0f s)\n", out_path.c_str(), prov["duration_s"].get<double>());
     for (const auto& n : note_list) std::printf("  note: %s\n", n.c_str());
     std::printf("next: capsim calibrate fit %s --card <card>   (capsim list cards)\n", out_path.c_str());
+    std::printf("      capsim calibrate tables %s --card <card>   (its GEMMs as measured-kernel tables%s)\n",
+                out_path.c_str(), gemm_grid ? "" : "; --gemm-grid measures a complete grid");
     return 0;
   } catch (const std::exception& ex) {
     std::cerr << "capsim-calibrate: error: " << ex.what() << "\n";
