@@ -1,5 +1,7 @@
 #include "calibration/cuda/provenance.h"
 
+#include "sim/core/wall_clock.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -7,7 +9,6 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -80,15 +81,6 @@ std::string version_string(int v) {  // 12080 -> "12.8"
 
 }  // namespace
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 nlohmann::json current_clocks(int device) {
   nlohmann::json j = nlohmann::json::object();
   Nvml& n = Nvml::get();
@@ -141,7 +133,7 @@ nlohmann::json device_provenance(BenchConfig& cfg, const std::string& command_li
       {"cuda_runtime", version_string(rt)},
       {"cublaslt", std::to_string(cublasLtGetVersion())},
       {"clocks", clocks},
-      {"date", utc_now()},
+      {"date", capsim::utc_now()},
       {"command_line", command_line},
       {"hostname", host},
   };

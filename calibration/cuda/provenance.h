@@ -15,6 +15,4 @@ nlohmann::json device_provenance(BenchConfig& cfg, const std::string& command_li
 // SM and memory clocks now (MHz, from NVML when the driver's libnvidia-ml is loadable).
 nlohmann::json current_clocks(int device);
 
-std::string utc_now();
-
 }  // namespace capcal

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/wall_clock.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/llm/deployment.h"
 #include "sim/report/table.h"
@@ -23,15 +23,6 @@ std::string num(double v) { return fmt("%.6g", v); }
 std::string quote(const std::string& s) { return nlohmann::json(s).dump(); }
 
 }  // namespace
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 bool applied(const ParamFit& p, bool is_floor) {
   if (!p.fitted || !std::isfinite(p.value)) return false;

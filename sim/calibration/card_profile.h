@@ -89,7 +89,4 @@ CardFit fit_card(const Profile& profile, const Card& card, const CardFitOptions&
 // The text of calibration/profiles/<card>.yaml (docs/calibration.md#card-profile).
 std::string card_profile_yaml(const CardFit& fit);
 
-// The current UTC time as "YYYY-MM-DDTHH:MM:SSZ".
-std::string utc_now();
-
 }  // namespace capsim::calibration
