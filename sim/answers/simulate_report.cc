@@ -293,6 +293,26 @@ nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
   return j;
 }
 
+std::vector<std::string> latency_headings() { return {"metric", "mean", "p50", "p90", "p95", "p99"}; }
+
+std::vector<std::vector<std::string>> latency_rows(const SimulationResult& r) {
+  std::vector<std::vector<std::string>> rows;
+  const auto row = [&](const char* name, const Percentiles& p) {
+    if (p.count == 0) return;
+    rows.push_back({name, units::format_time(p.mean), units::format_time(p.median), units::format_time(p.p90),
+                    units::format_time(p.p95), units::format_time(p.p99)});
+  };
+  row("TTFT", r.ttft);
+  row("TPOT", r.tpot);
+  row("ITL", r.itl);
+  row("E2E latency", r.e2el);
+  row("TTFT: front end", r.frontend);
+  row("TTFT: queueing", r.queue);
+  row("TTFT: prefill", r.prefill);
+  row("TTFT: return", r.first_token_return);
+  return rows;
+}
+
 void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
                       const SimulationResult& r) {
   const Deployment& d = b.config.groups.front().deployment;
@@ -332,20 +352,8 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
        << units::format_time(to_seconds(*b.config.request_timeout)) << "; not in the latencies)";
   }
   os << "\n\n";
-  TextTable t({"metric", "mean", "p50", "p90", "p95", "p99"});
-  const auto row = [&](const char* name, const Percentiles& p) {
-    if (p.count == 0) return;
-    t.row({name, units::format_time(p.mean), units::format_time(p.median), units::format_time(p.p90),
-           units::format_time(p.p95), units::format_time(p.p99)});
-  };
-  row("TTFT", r.ttft);
-  row("TPOT", r.tpot);
-  row("ITL", r.itl);
-  row("E2E latency", r.e2el);
-  row("TTFT: front end", r.frontend);
-  row("TTFT: queueing", r.queue);
-  row("TTFT: prefill", r.prefill);
-  row("TTFT: return", r.first_token_return);
+  TextTable t(latency_headings());
+  for (auto& cells : latency_rows(r)) t.row(std::move(cells));
   t.print(os);
   if (b.config.bounded_memory) os << "  " << bounded_memory_note() << "\n";
   if (r.pd) {

@@ -20,6 +20,11 @@ void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltSce
 // SimulationConfig::bounded_memory: the sentence the text and HTML reports give (which figures
 // come from histograms and how close they are).
 std::string bounded_memory_note();
+
+// A run's latency table, one row per metric measured (TTFT, TPOT, ITL, E2E, then TTFT's parts:
+// front end, queueing, prefill, return), as print_simulation and the HTML report both show it.
+std::vector<std::string> latency_headings();
+std::vector<std::vector<std::string>> latency_rows(const SimulationResult& r);
 // The steady-state analysis as JSON (docs/json-output.md#steady-state): MSER-5 truncation, the
 // 95% intervals of TTFT/TPOT/E2E (ms) and warnings.
 nlohmann::json steady_state_json(const SteadyState& s);

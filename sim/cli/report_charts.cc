@@ -155,18 +155,7 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
                  " s: " + fmt("%.2f", r.request_throughput) + " requests/s, " +
                  fmt("%.0f", r.output_throughput) + " output tokens/s; " + std::to_string(r.preemptions) +
                  " preemptions.");
-  std::vector<std::vector<std::string>> rows;
-  const auto row = [&](const char* name, const Percentiles& p) {
-    if (p.count == 0) return;
-    rows.push_back({name, units::format_time(p.mean), units::format_time(p.median), units::format_time(p.p90),
-                    units::format_time(p.p95), units::format_time(p.p99)});
-  };
-  row("TTFT", r.ttft);
-  row("TPOT", r.tpot);
-  row("ITL", r.itl);
-  row("E2E latency", r.e2el);
-  row("queueing", r.queue);
-  page.table({"metric", "mean", "p50", "p90", "p95", "p99"}, rows);
+  page.table(scenario::latency_headings(), scenario::latency_rows(r));
   if (b.config.bounded_memory) page.paragraph(scenario::bounded_memory_note());
   if (!spec.slos.empty()) {
     std::vector<std::vector<std::string>> srows;
