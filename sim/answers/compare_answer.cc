@@ -158,6 +158,203 @@ std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const st
   return groups;
 }
 
+namespace {
+
+// --search-mix: every fleet of the two cards' replicas within --max-cards, one row each.
+std::vector<CompareRow> search_mix_rows(const CompareRequest& o, const ScenarioSpec& base) {
+  std::vector<CompareRow> rows;
+  std::stringstream in(o.search_mix);
+  std::vector<std::string> names;
+  for (std::string x; std::getline(in, x, ',');) names.push_back(cards().find(x).name);
+  if (names.size() != 2) throw Error("--search-mix: '" + o.search_mix + "' must name two cards, e.g. h100-sxm,rtx-4090");
+  // Each card's replicas use the smallest TP of plan's default list (1, 2, 4, 8) within
+  // --max-cards at which the model fits, at the scenario's weights, else at fp8, else int4
+  // (the precision named in the fleet), so a model too large for one card is still mixed; one
+  // (TP, weights) per card keeps the search to the same number of fleets. A card the model fits
+  // at none keeps TP 1 at the scenario's weights, whose rows say why it does not fit.
+  const auto smallest_group = [&](const std::string& card) {
+    for (const char* weights : {"", "fp8", "int4"}) {  // "": the scenario's (as a -d naming none)
+      for (int tp : {1, 2, 4, 8}) {
+        if (tp > o.max_cards) break;
+        GroupSpec g{1, card, tp, "auto"};
+        if (*weights) {
+          g.weights = weights;
+          g.weights_named = true;
+        }
+        GroupSpec first = g;
+        inherit_scenario_precisions(base.deployment, first);
+        try {
+          const std::vector<ReplicaGroup> resolved = resolve_groups(apply_groups(base, {first}));
+          if (std::all_of(resolved.begin(), resolved.end(),
+                          [](const ReplicaGroup& x) { return plan_fit(x.deployment).fits; })) {
+            return g;
+          }
+        } catch (const Error&) {  // a TP the heads do not split over, a precision the card lacks
+        }
+      }
+    }
+    return GroupSpec{1, card, 1, "auto"};
+  };
+  const GroupSpec group_a = smallest_group(names[0]), group_b = smallest_group(names[1]);
+  for (int a = 0; a * group_a.tp <= o.max_cards; ++a) {
+    for (int b = 0; a * group_a.tp + b * group_b.tp <= o.max_cards; ++b) {
+      if (a + b == 0) continue;
+      CompareRow r;
+      if (a > 0) {
+        r.groups.push_back(group_a);
+        r.groups.back().replicas = a;
+      }
+      if (b > 0) {
+        r.groups.push_back(group_b);
+        r.groups.back().replicas = b;
+      }
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+// The verdict (answer.best, -1 for none) and, when it beat a deployment tied with it on the
+// primary criterion, why (the returned note; empty otherwise).
+std::string rank_rows(CompareAnswer& answer) {
+  const std::vector<CompareRow>& rows = answer.rows;
+  const bool have_slos = answer.have_slos;
+  // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
+  // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
+  // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
+  // the name, so the verdict never depends on the order the deployments were listed in.
+  const auto per_usd = [](const CompareRow& r) { return r.eval.result.output_throughput * 3600 / r.usd_per_hour; };
+  std::vector<std::size_t> eligible;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
+    if (!r.error.empty() || r.eval.result.completed == 0) continue;
+    if (have_slos && !r.eval.verdict.met) continue;
+    eligible.push_back(i);
+  }
+  const auto primary_tie = [&](const CompareRow& a, const CompareRow& b) {
+    return have_slos ? std::fabs(a.usd_per_hour - b.usd_per_hour) < 0.005
+                     : std::fabs(per_usd(a) - per_usd(b)) <= 1e-3 * std::max(per_usd(a), per_usd(b));
+  };
+  // The quality criterion that separates a from b (empty when none does), with both values.
+  const auto quality_reason = [&](const CompareRow& a, const CompareRow& b) -> std::string {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return "a worst SLO further inside its bound (" + fmt("%.2f", a.eval.verdict.worst_ratio) +
+             " vs " + fmt("%.2f", b.eval.verdict.worst_ratio) + " of the bound)";
+    }
+    if (x.ttft.p95 != y.ttft.p95) {
+      return "its lower TTFT p95 (" + units::format_time(x.ttft.p95) + " vs " + units::format_time(y.ttft.p95) + ")";
+    }
+    if (x.tpot.p95 != y.tpot.p95) {
+      return "its lower TPOT p95 (" + units::format_time(x.tpot.p95) + " vs " + units::format_time(y.tpot.p95) + ")";
+    }
+    if (x.output_throughput != y.output_throughput) {
+      return "its higher output (" + fmt("%.0f", x.output_throughput) + " vs " + fmt("%.0f", y.output_throughput) + " tok/s)";
+    }
+    return "";
+  };
+  const auto quality_less = [&](const CompareRow& a, const CompareRow& b) {
+    const SimulationResult &x = a.eval.result, &y = b.eval.result;
+    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
+      return a.eval.verdict.worst_ratio < b.eval.verdict.worst_ratio;
+    }
+    if (x.ttft.p95 != y.ttft.p95) return x.ttft.p95 < y.ttft.p95;
+    if (x.tpot.p95 != y.tpot.p95) return x.tpot.p95 < y.tpot.p95;
+    if (x.output_throughput != y.output_throughput) return x.output_throughput > y.output_throughput;
+    if (a.usd_per_hour != b.usd_per_hour) return a.usd_per_hour < b.usd_per_hour;
+    return a.name < b.name;
+  };
+  std::stable_sort(eligible.begin(), eligible.end(), [&](std::size_t ia, std::size_t ib) {
+    const CompareRow &a = rows[ia], &b = rows[ib];
+    if (!primary_tie(a, b)) return have_slos ? a.usd_per_hour < b.usd_per_hour : per_usd(a) > per_usd(b);
+    return quality_less(a, b);
+  });
+  answer.best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
+  std::string tie_note;  // why the verdict beat a deployment tied with it on the primary criterion
+  if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
+    const CompareRow &a = rows[eligible[0]], &b = rows[eligible[1]];
+    const std::string why = quality_reason(a, b);
+    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar at this load") +
+               "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
+  }
+  return tie_note;
+}
+
+// The text report: the table (kept in answer.table for the HTML report), the reasons rows did
+// not run, the verdict and the commands that launch what ran.
+std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const std::string& tie_note) {
+  const ScenarioSpec& base = answer.base;
+  const std::vector<CompareRow>& rows = answer.rows;
+  const bool have_slos = answer.have_slos;
+  const int best = answer.best;
+  std::optional<TextTable>& table = answer.table;
+  std::ostringstream text;
+  text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
+  TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
+               "tok/$ @load", "SLOs", "limited by"});
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
+    if (!r.error.empty()) {
+      t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
+             r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)});
+      continue;
+    }
+    const SimulationResult& s = r.eval.result;
+    t.row({(static_cast<int>(i) == best ? "> " : "  ") + r.name, std::to_string(r.cards),
+           units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
+           units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
+           fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
+           have_slos ? (r.eval.verdict.met ? std::string("met")
+                        : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
+                                                                                    : "missed " + r.eval.verdict.worst)
+                     : "-",
+           plan::binding_resource(s)});
+  }
+  t.print(text);
+  table = t;
+  text << "  'tok/$ @load': output tokens per dollar at this scenario's offered load (out tok/s x 3600 / $/hour). "
+          "A deployment the load does not saturate would serve more for the same price, so this compares prices at "
+          "this load, not capacities; `capsim capacity` finds the load where each one saturates.\n";
+  // The table's cell holds the start of a reason; here each one whole, once, with the
+  // deployments it stopped.
+  std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
+  for (const CompareRow& r : rows) {
+    if (r.error.empty()) continue;
+    const auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == r.error; });
+    if (same == reasons.end()) reasons.emplace_back(r.error, r.name);
+    else same->second += ", " + r.name;
+  }
+  if (!reasons.empty()) text << "\n";
+  for (const auto& [message, names] : reasons) text << "  " << names << ": " << message << "\n";
+  const auto ran = std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.error.empty(); });
+  if (best >= 0) {
+    const CompareRow& b = rows[static_cast<std::size_t>(best)];
+    text << "\n  verdict: " << b.name
+              << (have_slos ? " is the cheapest that meets every SLO ($" + fmt("%.2f", b.usd_per_hour) + "/hour)"
+                            : " gives the most output tokens per dollar at this load")
+              << "\n";
+    if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
+  } else if (ran == 0) {
+    text << "\n  verdict: none of the deployments can run (the reasons are above)\n";
+  } else {
+    text << "\n  verdict: no deployment meets every SLO\n";
+  }
+  // The config to launch (docs/deployment-options.md#the-config-to-launch): every deployment
+  // that ran, or only the verdict's among a searched mix's many.
+  const bool all = o.search_mix.empty();
+  if ((all && ran > 0) || best >= 0) {
+    text << "\n  to launch " << (all ? "each deployment" : "the verdict") << " as simulated:\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const CompareRow& r = rows[i];
+      if (!r.error.empty() || (!all && static_cast<int>(i) != best)) continue;
+      text << "    " << r.name << ":\n" << launch_text(launch_of(base, r.groups), "      ");
+    }
+  }
+  return text.str();
+}
+
+}  // namespace
+
 CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(std::size_t, std::size_t)>& progress) {
   CompareAnswer answer;
   answer.base = o.base;
@@ -180,54 +377,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     rows.push_back(r);
   }
   if (!o.search_mix.empty()) {
-    std::stringstream in(o.search_mix);
-    std::vector<std::string> names;
-    for (std::string x; std::getline(in, x, ',');) names.push_back(cards().find(x).name);
-    if (names.size() != 2) throw Error("--search-mix: '" + o.search_mix + "' must name two cards, e.g. h100-sxm,rtx-4090");
-    // Each card's replicas use the smallest TP of plan's default list (1, 2, 4, 8) within
-    // --max-cards at which the model fits, at the scenario's weights, else at fp8, else int4
-    // (the precision named in the fleet), so a model too large for one card is still mixed; one
-    // (TP, weights) per card keeps the search to the same number of fleets. A card the model fits
-    // at none keeps TP 1 at the scenario's weights, whose rows say why it does not fit.
-    const auto smallest_group = [&](const std::string& card) {
-      for (const char* weights : {"", "fp8", "int4"}) {  // "": the scenario's (as a -d naming none)
-        for (int tp : {1, 2, 4, 8}) {
-          if (tp > o.max_cards) break;
-          GroupSpec g{1, card, tp, "auto"};
-          if (*weights) {
-            g.weights = weights;
-            g.weights_named = true;
-          }
-          GroupSpec first = g;
-          inherit_scenario_precisions(base.deployment, first);
-          try {
-            const std::vector<ReplicaGroup> resolved = resolve_groups(apply_groups(base, {first}));
-            if (std::all_of(resolved.begin(), resolved.end(),
-                            [](const ReplicaGroup& x) { return plan_fit(x.deployment).fits; })) {
-              return g;
-            }
-          } catch (const Error&) {  // a TP the heads do not split over, a precision the card lacks
-          }
-        }
-      }
-      return GroupSpec{1, card, 1, "auto"};
-    };
-    const GroupSpec group_a = smallest_group(names[0]), group_b = smallest_group(names[1]);
-    for (int a = 0; a * group_a.tp <= o.max_cards; ++a) {
-      for (int b = 0; a * group_a.tp + b * group_b.tp <= o.max_cards; ++b) {
-        if (a + b == 0) continue;
-        CompareRow r;
-        if (a > 0) {
-          r.groups.push_back(group_a);
-          r.groups.back().replicas = a;
-        }
-        if (b > 0) {
-          r.groups.push_back(group_b);
-          r.groups.back().replicas = b;
-        }
-        rows.push_back(r);
-      }
-    }
+    for (CompareRow& r : search_mix_rows(o, base)) rows.push_back(std::move(r));
   }
   if (rows.empty()) throw Error("--deployment: give at least one (or --search-mix); " + std::string(kDeploymentForm));
   // The model every row shares is loaded once here: a bad config is bad input (exit 2), not a
@@ -310,67 +460,9 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       })) {
     throw Error(rows.front().error);
   }
-  // Verdict: the cheapest deployment meeting the SLOs; without SLOs, the most output per dollar.
-  // Ties (prices within half a cent per hour, or output per dollar within 0.1%) go to quality —
-  // the smaller worst SLO ratio, then lower TTFT p95, TPOT p95, higher output — then to cost and
-  // the name, so the verdict never depends on the order the deployments were listed in.
   answer.have_slos = !base.slos.empty() || o.min_goodput;
-  const bool have_slos = answer.have_slos;
-  const auto per_usd = [](const CompareRow& r) { return r.eval.result.output_throughput * 3600 / r.usd_per_hour; };
-  std::vector<std::size_t> eligible;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const CompareRow& r = rows[i];
-    if (!r.error.empty() || r.eval.result.completed == 0) continue;
-    if (have_slos && !r.eval.verdict.met) continue;
-    eligible.push_back(i);
-  }
-  const auto primary_tie = [&](const CompareRow& a, const CompareRow& b) {
-    return have_slos ? std::fabs(a.usd_per_hour - b.usd_per_hour) < 0.005
-                     : std::fabs(per_usd(a) - per_usd(b)) <= 1e-3 * std::max(per_usd(a), per_usd(b));
-  };
-  // The quality criterion that separates a from b (empty when none does), with both values.
-  const auto quality_reason = [&](const CompareRow& a, const CompareRow& b) -> std::string {
-    const SimulationResult &x = a.eval.result, &y = b.eval.result;
-    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
-      return "a worst SLO further inside its bound (" + fmt("%.2f", a.eval.verdict.worst_ratio) +
-             " vs " + fmt("%.2f", b.eval.verdict.worst_ratio) + " of the bound)";
-    }
-    if (x.ttft.p95 != y.ttft.p95) {
-      return "its lower TTFT p95 (" + units::format_time(x.ttft.p95) + " vs " + units::format_time(y.ttft.p95) + ")";
-    }
-    if (x.tpot.p95 != y.tpot.p95) {
-      return "its lower TPOT p95 (" + units::format_time(x.tpot.p95) + " vs " + units::format_time(y.tpot.p95) + ")";
-    }
-    if (x.output_throughput != y.output_throughput) {
-      return "its higher output (" + fmt("%.0f", x.output_throughput) + " vs " + fmt("%.0f", y.output_throughput) + " tok/s)";
-    }
-    return "";
-  };
-  const auto quality_less = [&](const CompareRow& a, const CompareRow& b) {
-    const SimulationResult &x = a.eval.result, &y = b.eval.result;
-    if (have_slos && std::fabs(a.eval.verdict.worst_ratio - b.eval.verdict.worst_ratio) > 1e-9) {
-      return a.eval.verdict.worst_ratio < b.eval.verdict.worst_ratio;
-    }
-    if (x.ttft.p95 != y.ttft.p95) return x.ttft.p95 < y.ttft.p95;
-    if (x.tpot.p95 != y.tpot.p95) return x.tpot.p95 < y.tpot.p95;
-    if (x.output_throughput != y.output_throughput) return x.output_throughput > y.output_throughput;
-    if (a.usd_per_hour != b.usd_per_hour) return a.usd_per_hour < b.usd_per_hour;
-    return a.name < b.name;
-  };
-  std::stable_sort(eligible.begin(), eligible.end(), [&](std::size_t ia, std::size_t ib) {
-    const CompareRow &a = rows[ia], &b = rows[ib];
-    if (!primary_tie(a, b)) return have_slos ? a.usd_per_hour < b.usd_per_hour : per_usd(a) > per_usd(b);
-    return quality_less(a, b);
-  });
-  answer.best = eligible.empty() ? -1 : static_cast<int>(eligible.front());
+  const std::string tie_note = rank_rows(answer);
   const int best = answer.best;
-  std::string tie_note;  // why the verdict beat a deployment tied with it on the primary criterion
-  if (eligible.size() > 1 && primary_tie(rows[eligible[0]], rows[eligible[1]])) {
-    const CompareRow &a = rows[eligible[0]], &b = rows[eligible[1]];
-    const std::string why = quality_reason(a, b);
-    tie_note = "tied with " + b.name + (have_slos ? " on price" : " on output tokens per dollar at this load") +
-               "; chosen for " + (why.empty() ? std::string("its name (identical results)") : why);
-  }
   nlohmann::json& j = answer.json;
   j["scenario"] = base.name;
   nlohmann::json out = nlohmann::json::array();
@@ -403,72 +495,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   }
   j["deployments"] = out;
   if (!tie_note.empty()) j["verdict_tie_break"] = tie_note;
-  std::optional<TextTable>& table = answer.table;
-  std::ostringstream text;
-  {
-    text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
-    TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
-                 "tok/$ @load", "SLOs", "limited by"});
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const CompareRow& r = rows[i];
-      if (!r.error.empty()) {
-        t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
-               r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)});
-        continue;
-      }
-      const SimulationResult& s = r.eval.result;
-      t.row({(static_cast<int>(i) == best ? "> " : "  ") + r.name, std::to_string(r.cards),
-             units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
-             units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
-             fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
-             have_slos ? (r.eval.verdict.met ? std::string("met")
-                          : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
-                                                                                      : "missed " + r.eval.verdict.worst)
-                       : "-",
-             plan::binding_resource(s)});
-    }
-    t.print(text);
-    table = t;
-    text << "  'tok/$ @load': output tokens per dollar at this scenario's offered load (out tok/s x 3600 / $/hour). "
-            "A deployment the load does not saturate would serve more for the same price, so this compares prices at "
-            "this load, not capacities; `capsim capacity` finds the load where each one saturates.\n";
-    // The table's cell holds the start of a reason; here each one whole, once, with the
-    // deployments it stopped.
-    std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
-    for (const CompareRow& r : rows) {
-      if (r.error.empty()) continue;
-      const auto same = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == r.error; });
-      if (same == reasons.end()) reasons.emplace_back(r.error, r.name);
-      else same->second += ", " + r.name;
-    }
-    if (!reasons.empty()) text << "\n";
-    for (const auto& [message, names] : reasons) text << "  " << names << ": " << message << "\n";
-    const auto ran = std::count_if(rows.begin(), rows.end(), [](const CompareRow& r) { return r.error.empty(); });
-    if (best >= 0) {
-      const CompareRow& b = rows[static_cast<std::size_t>(best)];
-      text << "\n  verdict: " << b.name
-                << (have_slos ? " is the cheapest that meets every SLO ($" + fmt("%.2f", b.usd_per_hour) + "/hour)"
-                              : " gives the most output tokens per dollar at this load")
-                << "\n";
-      if (!tie_note.empty()) text << "  (" << tie_note << ")\n";
-    } else if (ran == 0) {
-      text << "\n  verdict: none of the deployments can run (the reasons are above)\n";
-    } else {
-      text << "\n  verdict: no deployment meets every SLO\n";
-    }
-    // The config to launch (docs/deployment-options.md#the-config-to-launch): every deployment
-    // that ran, or only the verdict's among a searched mix's many.
-    const bool all = o.search_mix.empty();
-    if ((all && ran > 0) || best >= 0) {
-      text << "\n  to launch " << (all ? "each deployment" : "the verdict") << " as simulated:\n";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const CompareRow& r = rows[i];
-        if (!r.error.empty() || (!all && static_cast<int>(i) != best)) continue;
-        text << "    " << r.name << ":\n" << launch_text(launch_of(base, r.groups), "      ");
-      }
-    }
-  }
-  answer.text = text.str();
+  answer.text = compare_text(o, answer, tie_note);
   return answer;
 }
 
