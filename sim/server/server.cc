@@ -145,13 +145,15 @@ class Call : public std::enable_shared_from_this<Call> {
       return send_page(target.substr(0, target.find('?')));
     }
     // Admission first: a full lane is told so before any parsing or validation.
-    light_ = e == Endpoint::kFit;
+    // fit, finetune and calibrate are arithmetic on one model or profile (milliseconds): they take
+    // the light lane, so a full simulation lane never delays them.
+    light_ = e == Endpoint::kFit || e == Endpoint::kFinetune || e == Endpoint::kCalibrate;
     const std::string& client = ex_->client();
     if (light_) {
       const unsigned room = 1 + server_.opt.queue;
       if (server_.light_admitted.fetch_add(1) >= room) {
         --server_.light_admitted;
-        return send_error(429, "the fit lane is full (" + std::to_string(room) +
+        return send_error(429, "the light lane (fit, finetune, calibrate) is full (" + std::to_string(room) +
                                    " admitted); retry after the Retry-After seconds", true);
       }
     } else {
@@ -172,7 +174,7 @@ class Call : public std::enable_shared_from_this<Call> {
       ++mine;
       holds_client_slot_ = true;
     }
-    // Validation builds the scenario: on the fit lane's thread, so that the I/O thread never
+    // Validation builds the scenario: on the light lane's thread, so that the I/O thread never
     // waits on it.
     const auto accept = req[bhttp::field::accept];
     streaming_ = reports_progress(e) && accept.find("text/event-stream") != beast::string_view::npos;
@@ -326,7 +328,7 @@ class Call : public std::enable_shared_from_this<Call> {
   std::shared_ptr<http::Exchange> ex_;
   Server::Impl& server_;
   bool holds_client_slot_ = false;  // counted in admitted_by_client
-  bool light_ = false;              // the job runs on the fit lane
+  bool light_ = false;              // the job runs on the light lane (fit, finetune, calibrate)
   bool streaming_ = false;
   bool done_ = false;
   bool timed_out_ = false;

@@ -8,12 +8,13 @@
 //  - Every request passes the guard first (sim/http/request_guard.h: Host, Origin, token,
 //    Content-Type); nothing a request carries can stop the I/O thread (every exception becomes
 //    a JSON 4xx/5xx answer, invalid UTF-8 included).
-//  - Two lanes: fit runs on a light lane of its own (one thread, `1 + queue` admitted), the
-//    simulations (simulate, plan, capacity, compare, check) on `workers` threads with `workers +
-//    queue` admitted, at most `max_jobs_per_client` of them from one client address. A POST past
-//    its lane's room is answered 429 with Retry-After, before any parsing; a heavy client never
-//    delays a fit. A POST body is validated on the fit lane's thread too: the I/O thread never
-//    waits on files or long work.
+//  - Two lanes: fit, finetune and calibrate (arithmetic, milliseconds) run on a light lane of
+//    their own (one thread, `1 + queue` admitted), the simulations (simulate, plan, capacity,
+//    compare, check, batch-serve) on `workers` threads with `workers + queue` admitted, at most
+//    `max_jobs_per_client` of them from one client address. A POST past its lane's room is
+//    answered 429 with Retry-After, before any parsing; a heavy client never delays a fit. A
+//    POST body is validated on the light lane's thread too: the I/O thread never waits on files
+//    or long work.
 //  - (sim/http/server.h) A request's header and body must arrive within `read_timeout_s`, or
 //    the connection is closed; a header over 16 KiB is 431, a body over limits.max_body_bytes is 413. At
 //    `max_connections`, a new connection takes the place of the one that has waited longest for
