@@ -3,6 +3,13 @@
 # Usage: run.sh PATH/TO/capsim. Exits 77 (ctest: skipped) saying why when node or the npm
 # packages are missing; scripts/setup.sh installs both (Debian nodejs/npm, then `npm ci` here).
 set -euo pipefail
+# The binary as given, made absolute before the cd below (a relative build/capsim would name
+# nothing from tests/emulate/client).
+if [ "$#" -ne 1 ] || [ ! -x "$1" ]; then
+  echo "usage: run.sh PATH/TO/capsim (an executable; got '${1-}')" >&2
+  exit 2
+fi
+capsim_bin="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 cd "$(dirname "$0")"
 if ! command -v node >/dev/null 2>&1; then
   echo "SKIPPED: node is not installed (scripts/setup.sh installs Debian's nodejs and npm)"
@@ -14,4 +21,4 @@ for p in openai parse-prometheus-text-format; do
     exit 77
   fi
 done
-CAPSIM="$1" exec node --test emulate.test.mjs
+CAPSIM="$capsim_bin" exec node --test emulate.test.mjs
