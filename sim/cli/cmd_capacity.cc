@@ -98,8 +98,7 @@ int run_capacity(const CapacityOptions& o) {
     g.bar_format = "%.1f%%";
     g.ymax = 100;
     page.chart(g, "Green: the load meets the SLOs; red: it misses them.");
-    page.heading("Text report", 3);
-    page.preformatted(text);
+    page.text_report(text);
     page_html = page.render();
   }
   OutputSet outputs;

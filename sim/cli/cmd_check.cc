@@ -123,8 +123,7 @@ int run_check(const CheckOptions& o) {
       if (!x.description.empty()) page.paragraph(x.description);
       add_simulation_section(page, *x.spec, *x.built, *x.result);
     }
-    page.heading("Text report", 2);
-    page.preformatted(text.str());
+    page.text_report(text.str(), 2);
     page_html = page.render();
   }
   OutputSet outputs;

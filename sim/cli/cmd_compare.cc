@@ -109,14 +109,10 @@ int run_compare(const CompareOptions& o) {
     }
     page.chart(tpot, "Time per output token, 95th percentile.");
     if (table) page.table(*table);
-    page.heading("Text report", 3);
-    page.preformatted(text.str());
+    page.text_report(text.str());
     page_html = page.render();
   }
-  OutputSet outputs;
-  outputs.add_json(o.json, j);
-  outputs.add("--report", o.report, std::move(page_html));
-  outputs.commit();
+  write_json_and_report(o.json, j, o.report, std::move(page_html));
   return best >= 0 ? 0 : 1;
 }
 

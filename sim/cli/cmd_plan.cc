@@ -182,14 +182,10 @@ int run_plan(PlanOptions& o) {
       page.chart(dc, "Replicas each hour needs against the fixed fleet sized for the peak.");
     }
     if (table) page.table(*table);
-    page.heading("Text report", 3);
-    page.preformatted(text.str());
+    page.text_report(text.str());
     page_html = page.render();
   }
-  OutputSet outputs;
-  outputs.add_json(o.json, j);
-  outputs.add("--report", o.report, std::move(page_html));
-  outputs.commit();
+  write_json_and_report(o.json, j, o.report, std::move(page_html));
   return ok.empty() ? 1 : 0;
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "sim/core/units.h"
+#include "sim/report/json_output.h"
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 
@@ -173,8 +174,15 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
   page.chart(latency_cdf_chart(r, spec.slos), "Cumulative share of measured requests at or below each latency.");
   page.chart(kv_timeline_chart(r, warmup), "KV-cache blocks in use, sampled at most once per simulated second.");
   page.chart(queue_timeline_chart(r, warmup), "Requests in the batch and in the queue, summed over replicas.");
-  page.heading("Text report", 3);
-  page.preformatted(text.str());
+  page.text_report(text.str());
+}
+
+void write_json_and_report(const std::string& json_path, const nlohmann::json& j, const std::string& report_path,
+                           std::string page_html) {
+  OutputSet outputs;
+  outputs.add_json(json_path, j);
+  outputs.add("--report", report_path, std::move(page_html));
+  outputs.commit();
 }
 
 }  // namespace capsim::cli

@@ -3,6 +3,7 @@
 // per option. Charts are descriptions (plot::Chart); gnuplot draws them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,10 @@ plot::Chart cost_chart(const std::vector<std::string>& names, const std::vector<
 // charts and the command's text output.
 void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const BuiltScenario& b,
                             const SimulationResult& r);
+
+// Writes a command's --json (`j`) and --report (`page_html`) together, all or none (OutputSet);
+// an empty path is a flag not given.
+void write_json_and_report(const std::string& json_path, const nlohmann::json& j, const std::string& report_path,
+                           std::string page_html);
 
 }  // namespace capsim::cli

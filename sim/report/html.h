@@ -26,6 +26,12 @@ class HtmlReport {
   void heading(const std::string& text, int level = 2);
   void paragraph(const std::string& text);
   void preformatted(const std::string& text);
+  // The command's text report, verbatim under a "Text report" heading: the last section of
+  // every report page, so the page holds all the terminal said.
+  void text_report(const std::string& text, int level = 3) {
+    heading("Text report", level);
+    preformatted(text);
+  }
   // A table; `row_class[i]` (optional) classes row i: "pass", "fail" colour it.
   void table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
              const std::vector<std::string>& row_class = {});
