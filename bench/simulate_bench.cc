@@ -116,16 +116,20 @@ double process_max_rss_bytes(const std::vector<std::string>& args) {
   return static_cast<double>(ru.ru_maxrss) * 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// Child processes that spin on the CPU until destroyed: "2 busy cores" made reproducible (each
-// competes with capsim's threads for a core as another agent's compiler would).
+// Child processes that spin on the CPU until destroyed: "2 busy cores" made reproducible. Each
+// starts a session of its own, as another user's build would be: with the kernel's autogroup
+// scheduling (sched_autogroup_enabled, on by default on desktops and this project's machine)
+// CPU time is shared between sessions first, so a busy sibling in the bench's own session would
+// compete per thread and favour capsim's second thread in a way no real neighbour does.
 class BusySiblings {
  public:
   explicit BusySiblings(int n) {
     for (int i = 0; i < n; ++i) {
       const pid_t pid = fork();
       if (pid == 0) {
-        for (volatile unsigned long spin = 0;; spin = spin + 1) {
-        }
+        setsid();
+        volatile unsigned long spin = 0;
+        for (;;) spin = spin + 1;
       }
       if (pid < 0) throw capsim::Error("cannot fork a busy sibling");
       pids_.push_back(pid);
