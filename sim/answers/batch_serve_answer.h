@@ -76,8 +76,7 @@ struct BatchServeAnswer {
   double capacity = 0;  // items/s at back-to-back full batches
   bool weights_fit = true;
   BatchServeResult result;
-  // Taken before any other query of result's samples: a mean summed before the first percentile
-  // sorts them is the JSON's (Samples::mean adds in storage order; the last digits differ).
+  // The statistics of result's samples, taken once for the JSON and the text.
   LatencyStatistics latency, wait;
   std::vector<LatencySloOutcome> slos;
   bool slos_met = true;  // every SLO met (the CLI's exit status 0, else 1)

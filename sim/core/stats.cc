@@ -113,11 +113,14 @@ double Samples::percentile(double p) const {
   return sample_statistics::interpolate(values_[below], values_[below + 1], rank - static_cast<double>(below));
 }
 
-double Samples::mean() const { return sample_statistics::mean_in_order(values_); }
+double Samples::mean() const {
+  return values_.empty() ? kNaN : sum_in_order_ / static_cast<double>(values_.size());
+}
 
 double Samples::stddev() const {
   if (values_.empty()) return kNaN;
-  const double m = mean();
+  sort_if_needed();
+  const double m = sample_statistics::mean_in_order(values_);
   double squares = 0;
   for (const double x : values_) squares += (x - m) * (x - m);
   return std::sqrt(squares / static_cast<double>(values_.size()));

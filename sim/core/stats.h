@@ -65,6 +65,7 @@ class Samples {
  public:
   void add(double x) {
     values_.push_back(x);
+    sum_in_order_ += x;
     sorted_ = false;
   }
   void reserve(std::size_t n) { values_.reserve(n); }
@@ -79,9 +80,12 @@ class Samples {
   double percentile(double p) const;
   double median() const { return percentile(50); }
 
+  // The values summed in the order they were added, over their count: the same digits whether
+  // or not a percentile (which sorts the values) was asked first.
   double mean() const;
   // Population standard deviation (ddof = 0, numpy.std's default), computed in two passes
-  // for accuracy.
+  // for accuracy, both over the values sorted ascending (their mean summed in that order, then
+  // the squared deviations from it), so that it too does not depend on the queries before it.
   double stddev() const;
   double min() const;
   double max() const;
@@ -96,6 +100,7 @@ class Samples {
   void sort_if_needed() const;
 
   mutable std::vector<double> values_;
+  double sum_in_order_ = 0;  // of values_ in the order added (a sort reorders values_)
   mutable bool sorted_ = true;
 };
 

@@ -63,19 +63,19 @@ double statistic_of(const Samples& s, double statistic) {
 
 // The statistics of `values` (a batch, in series order) exactly as a Samples holding them gives
 // them (statistic_of), asked in `statistics`' order, without sorting the batch when it can:
-// a mean asked before any percentile sums the values in series order (as Samples::mean does
-// before a percentile sorts them), and percentiles asked in non-decreasing order are order
-// statistics found by selection (std::nth_element puts the same value at a rank as a sort; the
-// one above it is the least of the rest), then interpolated by Samples::percentile's formula.
-// Anything else (a mean after a percentile sums the sorted values; percentiles out of order)
-// falls back to Samples. `values` is reordered.
+// a mean sums the values in series order (as Samples::mean, whatever was asked before it), and
+// percentiles asked in non-decreasing order are order statistics found by selection
+// (std::nth_element puts the same value at a rank as a sort; the one above it is the least of
+// the rest), then interpolated by Samples::percentile's formula. Percentiles out of order fall
+// back to Samples. `values` is reordered.
 void statistics_of(std::vector<double>& values, const std::vector<double>& statistics, double* out) {
   const std::size_t n = values.size();
   bool selectable = true;
   double last = -1;
   for (const double st : statistics) {
-    if (st < 0 ? last >= 0 : st < last) selectable = false;
-    last = std::max(last, st);
+    if (st < 0) continue;  // a mean: summed before any selection reorders the values
+    if (st < last) selectable = false;
+    last = st;
   }
   if (!selectable || n == 0) {
     Samples s;
@@ -84,11 +84,13 @@ void statistics_of(std::vector<double>& values, const std::vector<double>& stati
     for (std::size_t i = 0; i < statistics.size(); ++i) out[i] = statistic_of(s, statistics[i]);
     return;
   }
+  const bool mean_asked = std::any_of(statistics.begin(), statistics.end(), [](double st) { return st < 0; });
+  const double mean = mean_asked ? sample_statistics::mean_in_order(values) : 0;
   std::size_t from = 0;  // values[0, from) <= values[from, n); values[from - 1] is at its rank
   for (std::size_t i = 0; i < statistics.size(); ++i) {
     const double p = statistics[i];
     if (p < 0) {
-      out[i] = sample_statistics::mean_in_order(values);
+      out[i] = mean;
       continue;
     }
     sample_statistics::check_percentile(p);

@@ -354,6 +354,27 @@ RoutersSearch search_routers(std::size_t routers, int start, int max_replicas,
   return finish(*winner);
 }
 
+namespace {
+
+// Threads that run_parallel has started and that are still working through jobs, process-wide.
+std::atomic<unsigned> pool_threads_running{0};
+
+// Takes up to `wanted` extra threads, no more than keep the process's running pool threads plus
+// the one that asks at or under `threads`: a run_parallel inside a job of another (plan's
+// verification searches each option's routers in parallel) then starts threads only as the
+// outer pool's finish, instead of 2 x 2 threads oversubscribing 2 cores.
+unsigned claim_pool_threads(unsigned wanted, unsigned threads) {
+  unsigned running = pool_threads_running.load();
+  for (;;) {
+    const unsigned room = threads > running + 1 ? threads - running - 1 : 0;
+    const unsigned take = std::min(wanted, room);
+    if (take == 0) return 0;
+    if (pool_threads_running.compare_exchange_weak(running, running + take)) return take;
+  }
+}
+
+}  // namespace
+
 void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(std::size_t)>& job,
                   const std::function<void(std::size_t, std::size_t)>& progress) {
   std::atomic<std::size_t> next{0}, done{0};
@@ -371,11 +392,13 @@ void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(s
     }
   };
   const unsigned n = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(jobs)));
+  const unsigned extra = claim_pool_threads(n - 1, threads);
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) {
+  for (unsigned t = 0; t < extra; ++t) {
     pool.emplace_back([&worker] {
       tune_thread_heap();  // this thread's own arena on huge pages too, as main's heap is
       worker();
+      --pool_threads_running;  // its jobs are done: a nested run_parallel may take its core
     });
   }
   std::thread watcher;

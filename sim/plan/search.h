@@ -170,8 +170,12 @@ RoutersSearch search_routers(std::size_t routers, int start, int max_replicas,
                              const std::function<Evaluation(std::size_t, int)>& eval, bool one_replica_shared,
                              unsigned threads);
 
-// Runs `jobs` on up to `threads` threads; results are stored by index, so the output does not
-// depend on the thread count. `progress(done, total)` is called from a watcher thread.
+// Runs `jobs` on up to `threads` threads, the caller's included, each taking the next job not
+// yet taken (so a slow job does not hold back others); results are stored by index, so the
+// output does not depend on the thread count. Threads already started by other run_parallel
+// calls still working count against `threads`: one nested in another's job starts threads only
+// as the outer's finish (it runs its jobs on the calling thread meanwhile), so nested calls never
+// run more than `threads` threads at once. `progress(done, total)` is called from a watcher thread.
 void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(std::size_t)>& job,
                   const std::function<void(std::size_t, std::size_t)>& progress);
 

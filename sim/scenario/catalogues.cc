@@ -1,6 +1,7 @@
 #include "sim/scenario/catalogues.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -30,8 +31,17 @@ std::string data_dir() {
 
 void set_data_dir(const std::string& dir) { data_dir_storage() = dir; }
 
+namespace {
+
+// The whole card catalogue once cards() has read it (nullptr before): find_card then looks
+// there rather than reading a card's file, and its measured-kernel tables, a second time.
+std::atomic<const CardCatalogue*> whole_card_catalogue{nullptr};
+
+}  // namespace
+
 const CardCatalogue& cards() {
   static const CardCatalogue c = CardCatalogue::load_dir(data_dir() + "/calibration/cards");
+  whole_card_catalogue.store(&c, std::memory_order_release);
   return c;
 }
 
@@ -69,6 +79,7 @@ std::mutex& lazy_mutex() {
 }  // namespace
 
 const Card& find_card(const std::string& name) {
+  if (const CardCatalogue* all = whole_card_catalogue.load(std::memory_order_acquire)) return all->find(name);
   const std::string key = lower(name);
   if (file_name_key(key)) {
     static std::map<std::string, std::unique_ptr<const Card>> loaded;  // by key

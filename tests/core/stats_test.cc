@@ -60,6 +60,44 @@ TEST_CASE("samples: other sizes and re-sorting after add", "[core][stats]") {
   CHECK(s.min() == 0);
 }
 
+TEST_CASE("samples: mean and stddev do not depend on a percentile asked before them", "[core][stats]") {
+  // 1 + 1e16 rounds to 1e16 (ties to even), so the order of the sum shows in the mean: added
+  // order 1, 1e16, 1 sums to 1e16; sorted, 1 + 1 + 1e16 = 1e16 + 2. The mean is the sum in the
+  // order added, before or after a percentile sorted the values (it used to be the sorted sum
+  // after one).
+  Samples s;
+  for (double x : {1.0, 1e16, 1.0}) s.add(x);
+  const double in_order = (1.0 + 1e16 + 1.0) / 3;
+  REQUIRE(in_order != (1.0 + 1.0 + 1e16) / 3);
+  CHECK(s.mean() == in_order);
+  CHECK(s.median() == 1);
+  CHECK(s.mean() == in_order);
+
+  // The stddev's two passes run over the values sorted, asked first or not: for {0.1, 0.1, 3,
+  // 0.3} the added order gives 1.2295832627357937 and the sorted one ...939.
+  const std::vector<double> added = {0.1, 0.1, 3, 0.3}, sorted = {0.1, 0.1, 0.3, 3};
+  const auto two_pass = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    const double m = sum / static_cast<double>(v.size());
+    double squares = 0;
+    for (double x : v) squares += (x - m) * (x - m);
+    return std::sqrt(squares / static_cast<double>(v.size()));
+  };
+  REQUIRE(two_pass(added) != two_pass(sorted));
+  Samples fresh, queried;
+  for (double x : added) {
+    fresh.add(x);
+    queried.add(x);
+  }
+  CHECK(queried.percentile(90) == Approx(2.19));
+  CHECK(fresh.stddev() == two_pass(sorted));
+  CHECK(queried.stddev() == two_pass(sorted));
+  // Values added after a sort still sum in the order added.
+  fresh.add(0.2);
+  CHECK(fresh.mean() == (0.1 + 0.1 + 3 + 0.3 + 0.2) / 5);
+}
+
 TEST_CASE("samples: empty gives NaN, bad p throws", "[core][stats]") {
   Samples s;
   CHECK(s.empty());
