@@ -293,7 +293,7 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
     const Card c = CardCatalogue::load_file(dir.write("ok.yaml", fp8 + "  memory_bandwidth_fp8: {value: 0.6, source: ds}\n"));
     CHECK(c.bandwidth_efficiency_fp8 == 0.6);
     CHECK(c.bandwidth_efficiency_fp4 == 0);  // absent: as memory_bandwidth
-    CHECK(c.sources.at("efficiency.memory_bandwidth_fp8") == "ds");
+    CHECK(c.sources.at("efficiency.memory_bandwidth_fp8") == "a datasheet");
   }
   SECTION("numbers outside their plausible range: a unit slip is refused, naming the range") {
     // 1 PB/s: a TB/s figure typed as PB/s; the bound is 100 TB/s (= 100000 GB/s).
