@@ -117,6 +117,13 @@ class Card:
         self.compute = quantity(eff["compute"], f"{path}: efficiency.compute")
         self.compute_fp8 = quantity(eff["compute_fp8"], f"{path}: efficiency.compute_fp8") if "compute_fp8" in eff else 0.0
         self.bandwidth = quantity(eff["memory_bandwidth"], f"{path}: efficiency.memory_bandwidth")
+        # The per-format GEMM efficiencies; 0 = as the 16-bit ones (sim/hardware/card.h).
+        self.compute_of = {"fp8": self.compute_fp8}
+        self.bandwidth_of = {}
+        for key, field, into in (("nvfp4", "compute_fp4", self.compute_of),
+                                 ("fp8", "memory_bandwidth_fp8", self.bandwidth_of),
+                                 ("nvfp4", "memory_bandwidth_fp4", self.bandwidth_of)):
+            into[key] = quantity(eff[field], f"{path}: efficiency.{field}") if field in eff else 0.0
         self.attention_bandwidth = (quantity(eff["attention_bandwidth"], f"{path}: efficiency.attention_bandwidth")
                                     if "attention_bandwidth" in eff else 0.0)
         self.kernel_floor = quantity(eff["kernel_floor"], f"{path}: efficiency.kernel_floor") if "kernel_floor" in eff else 0.0
@@ -174,6 +181,10 @@ class Roofline:
         self.card, self.engine = card, engine
         c, e = card, engine
         self.bandwidth = c.memory_bandwidth * min(1.0, c.bandwidth * e.bandwidth_scale)
+        # The step's memory-bound groups at the bandwidth of its math format's GEMMs
+        # (roofline_cost.cc weight_bytes_per_s of the deployment's compute precision).
+        self.bandwidth_of = {p: c.memory_bandwidth * min(1.0, (v or c.bandwidth) * e.bandwidth_scale)
+                             for p, v in c.bandwidth_of.items()}
         self.attention_rate = c.peak[c.half] * min(1.0, c.compute * e.compute_scale * e.attention_compute_scale)
         read = c.attention_bandwidth if c.attention_bandwidth > 0 else c.bandwidth
         self.attention_bandwidth = c.memory_bandwidth * min(1.0, read * e.bandwidth_scale * e.attention_bandwidth_scale)
@@ -189,7 +200,7 @@ class Roofline:
 
     def gemm_rate(self, math_precision):
         c = self.card
-        eff = c.compute_fp8 if math_precision == "fp8" and c.compute_fp8 > 0 else c.compute
+        eff = c.compute_of.get(math_precision) or c.compute
         return c.peak[math_precision] * min(1.0, eff * self.engine.compute_scale)
 
     def attention_decode(self, batch, context, heads, kv_heads, head_dim, window, kv):
@@ -214,6 +225,7 @@ class Roofline:
         (experts both TP-sliced and spread over EP GPUs)."""
         math_precision = self.math_of(weights)
         rate = self.gemm_rate(math_precision)
+        bandwidth = self.bandwidth_of.get(math_precision, self.bandwidth)
         wb = WEIGHT_BYTES[weights]
         dispatch = self.engine.moe_dispatch_kernels
         if dispatch > 0 and math_precision == "fp8":
@@ -224,9 +236,9 @@ class Roofline:
             hit = experts * (1.0 - (1.0 - k / experts) ** t)
             flops = 2 * t * (k * params + router)
             nbytes = hit * params * wb + router * ACT + 2 * t * h * ACT
-            seconds = term(flops, nbytes, rate, 3, self.bandwidth, self.floor)
+            seconds = term(flops, nbytes, rate, 3, bandwidth, self.floor)
             if dispatch > 0:
-                seconds += term(0, (2 + 2 * k) * t * h * ACT, rate, dispatch, self.bandwidth, self.floor)
+                seconds += term(0, (2 + 2 * k) * t * h * ACT, rate, dispatch, bandwidth, self.floor)
             return seconds
         if tp > 1:
             return None
@@ -237,9 +249,9 @@ class Roofline:
         hit = min(local, local * (1.0 - (1.0 - k / experts) ** t))
         flops = 2 * pairs * params + 2 * t * router
         nbytes = hit * params * wb + router * ACT + 2 * (t + pairs) * h * ACT
-        seconds = term(flops, nbytes, rate, 3, self.bandwidth, self.floor)
+        seconds = term(flops, nbytes, rate, 3, bandwidth, self.floor)
         if dispatch > 0:
-            seconds += term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, self.bandwidth, self.floor)
+            seconds += term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, bandwidth, self.floor)
         return seconds
 
     def allreduce(self, gpus, nbytes):

@@ -32,19 +32,21 @@ double linear_bytes_per_param(Precision w) { return quantized_weight_bytes(w); }
 }  // namespace
 
 double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math) {
-  const double efficiency =
-      math == Precision::kFp8 && c.compute_efficiency_fp8 > 0 ? c.compute_efficiency_fp8 : c.compute_efficiency;
+  const double own = math == Precision::kFp8 ? c.compute_efficiency_fp8 : is_fp4(math) ? c.compute_efficiency_fp4 : 0;
+  const double efficiency = own > 0 ? own : c.compute_efficiency;
   return c.peak(math) * std::min(1.0, efficiency * e.compute_efficiency_scale);
 }
 
-double weight_bytes_per_s(const Card& c, const EngineProfile& e) {
-  return c.memory_bandwidth * std::min(1.0, c.bandwidth_efficiency * e.bandwidth_efficiency_scale);
+double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math) {
+  const double own = math == Precision::kFp8 ? c.bandwidth_efficiency_fp8 : is_fp4(math) ? c.bandwidth_efficiency_fp4 : 0;
+  const double efficiency = own > 0 ? own : c.bandwidth_efficiency;
+  return c.memory_bandwidth * std::min(1.0, efficiency * e.bandwidth_efficiency_scale);
 }
 
 GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p) {
   GemmRoofline r;
   r.flops_per_s = gemm_flops_per_s(c, e, p);
-  r.bytes_per_s = weight_bytes_per_s(c, e);
+  r.bytes_per_s = weight_bytes_per_s(c, e, p);
   r.weight_bytes = linear_bytes_per_param(p);
   r.activation_bytes = 2.0;
   r.kernel_floor_s = c.kernel_floor_s;
@@ -120,7 +122,9 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   attention_rate_ = c.peak(attention_precision) *
                     std::min(1.0, c.compute_efficiency * e.compute_efficiency_scale *
                                       e.attention_compute_scale);
-  bandwidth_ = weight_bytes_per_s(c, e);
+  // One rate for the step's memory-bound groups: the weight reads of the linear layers dominate
+  // them, so it is the bandwidth their GEMM kernels reach in the step's math format.
+  bandwidth_ = weight_bytes_per_s(c, e, d.compute_precision());
   // The attention kernels' KV reads are long, contiguous-per-block streams that reach a
   // different share of peak than the weight GEMMs (docs/cost-model.md#attention).
   const double attention_read_efficiency =

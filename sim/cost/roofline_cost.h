@@ -25,10 +25,11 @@ namespace capsim {
 class ExpertParallelMoe;
 
 // The achieved rates of the linear layers on card `c` under engine `e` (docs/cost-model.md#step-time):
-// dense peak of `math` x the card's GEMM efficiency (compute_fp8 for fp8) x the engine's scale,
-// and peak bandwidth x bandwidth efficiency x the engine's scale, each capped at peak.
+// dense peak of `math` x the card's GEMM efficiency (compute_fp8 for fp8, compute_fp4 for fp4)
+// x the engine's scale, and peak bandwidth x the bandwidth efficiency of `math`'s GEMMs
+// (memory_bandwidth_fp8 / _fp4, else memory_bandwidth) x the engine's scale, each capped at peak.
 double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math);
-double weight_bytes_per_s(const Card& c, const EngineProfile& e);
+double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math);
 // One linear layer of `p` weights run in `p` math: the roofline RooflineCost uses for it.
 // REQUIRES: c.supports(p).
 GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <tuple>
 
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
@@ -153,7 +154,8 @@ Card CardCatalogue::load_file(const std::string& path) {
   }
   if (const auto n = doc.find("efficiency")) {
     check_keys(n, doc.where("efficiency"),
-               {"compute", "compute_fp8", "memory_bandwidth", "attention_bandwidth", "kernel_floor", "data"});
+               {"compute", "compute_fp8", "compute_fp4", "memory_bandwidth", "memory_bandwidth_fp8",
+                "memory_bandwidth_fp4", "attention_bandwidth", "kernel_floor", "data"});
   }
   Card c;
   c.file = path;
@@ -238,6 +240,19 @@ Card CardCatalogue::load_file(const std::string& path) {
   if (c.compute_efficiency_fp8 > 0 && !c.supports(Precision::kFp8)) {
     throw Error(doc.where("efficiency.compute_fp8") + ": the card has no fp8 in dense_peak");
   }
+  // The per-format GEMM efficiencies (fp8 and fp4 kernels), each optional and only where the
+  // card has that format's tensor cores; 0 = as the 16-bit value.
+  for (const auto& [field, out, p, key] :
+       {std::tuple{"efficiency.compute_fp4", &c.compute_efficiency_fp4, Precision::kNvfp4, "fp4"},
+        std::tuple{"efficiency.memory_bandwidth_fp8", &c.bandwidth_efficiency_fp8, Precision::kFp8, "fp8"},
+        std::tuple{"efficiency.memory_bandwidth_fp4", &c.bandwidth_efficiency_fp4, Precision::kNvfp4, "fp4"}}) {
+    if (!doc.has(field)) continue;
+    *out = doc.quantity(field, std::nullopt);
+    if (!(*out > 0 && *out <= 1)) {
+      throw Error(doc.where(field) + ": " + std::to_string(*out) + " is not a fraction in (0, 1]");
+    }
+    if (!c.supports(p)) throw Error(doc.where(field) + ": the card has no " + key + " in dense_peak");
+  }
   for (const char* f : {"efficiency.memory_bandwidth", "efficiency.compute"}) {
     const double v = doc.quantity(f, std::nullopt);
     if (v <= 0 || v > 1) {
@@ -252,8 +267,9 @@ Card CardCatalogue::load_file(const std::string& path) {
   }
   for (const char* f : {"card_class", "efficiency.data", "memory", "memory_visible", "memory_bandwidth", "tdp",
                         "interconnect.nvlink_bandwidth", "efficiency.memory_bandwidth",
-                        "efficiency.compute", "efficiency.compute_fp8", "efficiency.attention_bandwidth",
-                        "efficiency.kernel_floor"}) {
+                        "efficiency.compute", "efficiency.compute_fp8", "efficiency.compute_fp4",
+                        "efficiency.memory_bandwidth_fp8", "efficiency.memory_bandwidth_fp4",
+                        "efficiency.attention_bandwidth", "efficiency.kernel_floor"}) {
     const std::string s = doc.source_of(f);
     if (!s.empty()) c.sources[f] = s;
   }

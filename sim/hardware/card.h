@@ -39,6 +39,11 @@ struct Card {
   double bandwidth_efficiency = 0.75;  // achieved / peak memory bandwidth
   double compute_efficiency = 0.7;     // achieved / dense peak on large GEMMs
   double compute_efficiency_fp8 = 0;   // the same for fp8 GEMMs; 0 = as compute_efficiency
+  double compute_efficiency_fp4 = 0;   // the same for fp4 (nvfp4/mxfp4) GEMMs; 0 = as compute_efficiency
+  // Achieved / peak bandwidth of memory-bound fp8 and fp4 GEMMs (their kernels read weights at a
+  // different share of peak than 16-bit ones: docs/card-efficiencies.md); 0 = as bandwidth_efficiency.
+  double bandwidth_efficiency_fp8 = 0;
+  double bandwidth_efficiency_fp4 = 0;
   // Achieved / peak bandwidth of decode attention's KV-cache reads, where a card's attention
   // kernels reach a different share than its weight reads (H200: docs/card-fits.md);
   // 0 = as bandwidth_efficiency.

@@ -242,8 +242,8 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
               "architecture, references, card_class, memory, memory_visible, memory_bandwidth, dense_peak, interconnect, "
               "efficiency, tdp, ecc, mig_instances");
     CHECK(load_error(with("  compute: {", "  compte: {")) ==
-          f + ": efficiency: unknown field 'compte'; accepted: compute, compute_fp8, memory_bandwidth, "
-              "attention_bandwidth, kernel_floor, data");
+          f + ": efficiency: unknown field 'compte'; accepted: compute, compute_fp8, compute_fp4, "
+              "memory_bandwidth, memory_bandwidth_fp8, memory_bandwidth_fp4, attention_bandwidth, kernel_floor, data");
   }
   SECTION("a number without a unit") {
     CHECK(load_error(with("{value: 24GB,", "{value: 24,")) ==
@@ -278,6 +278,22 @@ TEST_CASE("cards: malformed card files are rejected with exact messages",
           f + ": efficiency.attention_bandwidth: 1.500000 is not a fraction in (0, 1]");
     CHECK(load_error(kValid + "  attention_bandwidth: {value: 0, source: ds}\n") ==
           f + ": efficiency.attention_bandwidth: 0.000000 is not a fraction in (0, 1]");
+  }
+  SECTION("a per-format GEMM efficiency outside (0, 1], or for a format the card lacks") {
+    const std::string fp8 = with("  bf16: {value: 100TFLOPS, source: ds}\n",
+                                 "  bf16: {value: 100TFLOPS, source: ds}\n  fp8: {value: 200TFLOPS, source: ds}\n");
+    CHECK(load_error(fp8 + "  memory_bandwidth_fp8: {value: 1.2, source: ds}\n") ==
+          f + ": efficiency.memory_bandwidth_fp8: 1.200000 is not a fraction in (0, 1]");
+    CHECK(load_error(kValid + "  memory_bandwidth_fp8: {value: 0.6, source: ds}\n") ==
+          f + ": efficiency.memory_bandwidth_fp8: the card has no fp8 in dense_peak");
+    CHECK(load_error(fp8 + "  memory_bandwidth_fp4: {value: 0.5, source: ds}\n") ==
+          f + ": efficiency.memory_bandwidth_fp4: the card has no fp4 in dense_peak");
+    CHECK(load_error(kValid + "  compute_fp4: {value: 0, source: ds}\n") ==
+          f + ": efficiency.compute_fp4: 0.000000 is not a fraction in (0, 1]");
+    const Card c = CardCatalogue::load_file(dir.write("ok.yaml", fp8 + "  memory_bandwidth_fp8: {value: 0.6, source: ds}\n"));
+    CHECK(c.bandwidth_efficiency_fp8 == 0.6);
+    CHECK(c.bandwidth_efficiency_fp4 == 0);  // absent: as memory_bandwidth
+    CHECK(c.sources.at("efficiency.memory_bandwidth_fp8") == "a datasheet");
   }
   SECTION("numbers outside their plausible range: a unit slip is refused, naming the range") {
     // 1 PB/s: a TB/s figure typed as PB/s; the bound is 100 TB/s (= 100000 GB/s).
