@@ -8,6 +8,7 @@
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
 #include "sim/core/run_limits.h"
+#include "sim/cost/expert_parallel.h"
 #include "sim/cost/serving_cost.h"
 
 namespace capsim {
@@ -86,8 +87,15 @@ void Cluster::build_pool(int p, const std::vector<ReplicaGroup>& groups) {
     }
     auto cost = make_serving_cost(d);
     const std::int64_t max_len = plan.max_model_len;
+    // DP attention (DP ranks of an MoE model with expert parallelism): each engine's ranks step
+    // together. A dense model's DP ranks (and those of an MoE model without expert parallelism,
+    // refused in Deployment::validate) share no layer: they step apart, like replicas.
+    const bool lockstep = d.dp > 1 && d.expert_parallel && d.model.is_moe();
+    const double dummy_s = lockstep ? cost->totals(dummy_batch()).seconds : 0;
     for (int i = 0; i < g.replicas * d.dp; ++i) {
       const auto index = static_cast<std::uint32_t>(replicas_.size());
+      if (lockstep && i % d.dp == 0) lockstep_.push_back({index, static_cast<std::uint32_t>(d.dp), dummy_s});
+      lockstep_of_.push_back(lockstep ? static_cast<std::int32_t>(lockstep_.size() - 1) : -1);
       pools_[p].push_back(std::make_unique<Replica>(index, d, cost, plan.kv_blocks,
                                                     make_policy(cfg_.policy), plan.layout, cpu));
       replicas_.push_back(pools_[p].back().get());
@@ -182,6 +190,13 @@ std::uint64_t Cluster::process_instant(SimTime now) {
   for (std::uint32_t i = 0; i < replicas_.size(); ++i) {
     if (!kick_[i]) continue;
     kick_[i] = 0;
+    if (lockstep_of_[i] >= 0) {
+      // One try per engine and instant: its other ranks' kicks are taken with this one.
+      const LockstepEngine& e = lockstep_[static_cast<std::size_t>(lockstep_of_[i])];
+      for (std::uint32_t j = e.first; j < e.first + e.ranks; ++j) kick_[j] = 0;
+      start_lockstep(static_cast<std::uint32_t>(lockstep_of_[i]), now);
+      continue;
+    }
     Replica& r = *replicas_[i];
     if (r.stepping() || !r.has_work()) continue;
     const SimTime dur = r.begin_step(now);
@@ -193,10 +208,11 @@ std::uint64_t Cluster::process_instant(SimTime now) {
   // requests arrive from outside (the queue's next event is no safe stopping point) and
   // live clients need one event per token (implicit decode is off there as well). Not after
   // an early stop either: the run ends at this instant, and stepping one by one would not
-  // have run (or recorded) the steps after it.
+  // have run (or recorded) the steps after it. Nor for the ranks of a DP-attention engine,
+  // whose steps take every rank's batch.
   for (std::size_t k = 0; k < started_.size(); ++k) {
     SimTime end = started_[k].second;
-    if (cfg_.skip_ahead && !live_ && stopped_.empty()) {
+    if (cfg_.skip_ahead && !live_ && stopped_.empty() && lockstep_of_[started_[k].first] < 0) {
       SimTime horizon = queue_.empty() ? std::numeric_limits<SimTime>::max() : queue_.top().time;
       for (std::size_t l = k + 1; l < started_.size(); ++l) horizon = std::min(horizon, started_[l].second);
       end = replicas_[started_[k].first]->fast_forward(end, horizon, *this);
@@ -207,10 +223,60 @@ std::uint64_t Cluster::process_instant(SimTime now) {
 }
 
 void Cluster::start_step(std::uint32_t i, SimTime now) {
+  if (lockstep_of_[i] >= 0) {
+    started_.clear();
+    start_lockstep(static_cast<std::uint32_t>(lockstep_of_[i]), now);
+    for (const auto& [rank, end] : started_) queue_.push_few(end, kStepDone, rank, 0);
+    return;
+  }
   Replica& r = *replicas_[i];
   if (r.stepping() || !r.has_work()) return;
   const SimTime dur = r.begin_step(now);
   if (dur > 0) queue_.push_few(now + dur, kStepDone, i, 0);
+}
+
+void Cluster::start_lockstep(std::uint32_t e, SimTime now) {
+  const LockstepEngine& engine = lockstep_[e];
+  bool work = false;
+  for (std::uint32_t i = engine.first; i < engine.first + engine.ranks; ++i) {
+    if (replicas_[i]->stepping()) return;  // the engine's step in flight; all its ranks end together
+    work = work || replicas_[i]->has_work();
+  }
+  if (!work) return;  // every rank idle: the engine pauses (vLLM ends its DP wave)
+  struct Planned {
+    std::uint32_t replica;
+    Replica::PlannedStep kind;
+    StepBreakdown own;
+  };
+  std::vector<Planned> planned;
+  std::vector<RankStep> ranks;
+  ranks.reserve(engine.ranks);
+  SimTime poll = std::numeric_limits<SimTime>::max();
+  bool forward = false;
+  for (std::uint32_t i = engine.first; i < engine.first + engine.ranks; ++i) {
+    Replica& r = *replicas_[i];
+    const Replica::PlannedStep kind = r.has_work() ? r.plan_step(now) : Replica::PlannedStep::kNothing;
+    if (kind == Replica::PlannedStep::kForward) {
+      forward = true;
+      planned.push_back({i, kind, r.step_cost().totals(r.planned_shape())});
+      ranks.push_back({planned.back().own.seconds, static_cast<double>(r.planned_shape().tokens())});
+      continue;
+    }
+    if (kind == Replica::PlannedStep::kLoadsOnly) {
+      planned.push_back({i, kind, {}});
+      poll = std::min(poll, r.polling_step());
+    }
+    ranks.push_back({engine.dummy_s, 1.0});  // vLLM's execute_dummy_batch
+  }
+  if (planned.empty()) return;
+  SimTime dur = poll;  // only CPU-tier loads under way: dummy batches until the first one finishes
+  if (forward) {
+    const double seconds = lockstep_step_seconds(replicas_[engine.first]->step_cost(), ranks);
+    for (const Planned& p : planned) {
+      if (p.kind == Replica::PlannedStep::kForward) dur = replicas_[p.replica]->time_step(p.own, seconds);
+    }
+  }
+  for (const Planned& p : planned) started_.push_back({p.replica, now + dur});
 }
 
 void Cluster::handle_arrival(std::uint64_t slot, SimTime now) {

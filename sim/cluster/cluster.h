@@ -95,8 +95,16 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   // replica that an event touched. Returns the number of events processed.
   std::uint64_t process_instant(SimTime now);
 
-  // Replica `i` begins its next step at `now` if it is idle and has work.
+  // Replica `i` begins its next step at `now` if it is idle and has work (with the other ranks
+  // of its engine when they step together).
   void start_step(std::uint32_t i, SimTime now);
+
+  // DP attention with expert parallelism: the DP ranks of one engine step together
+  // (lockstep_step_seconds, sim/cost/expert_parallel.h). Engine `e` begins its next step at `now`
+  // unless a rank's step is in flight or no rank can run anything: every rank plans its step,
+  // ranks with nothing to run take part with a dummy batch, and every rank that plans one
+  // ends at the same time, appended to started_ in rank order.
+  void start_lockstep(std::uint32_t e, SimTime now);
 
   void live_token(const Sequence& s, SimTime now);
   void live_finish(const Sequence& s, SimTime now);
@@ -195,6 +203,15 @@ class Cluster : public ArrivalSink, public ReplicaObserver {
   std::vector<std::int64_t> max_len_;
   std::vector<MemoryPlan> plans_;
   std::vector<char> kick_;
+  // Engines whose DP ranks step together (start_lockstep): their first replica, rank count and
+  // the step time of an idle rank's dummy batch; lockstep_of_[i] is replica i's engine, -1 for
+  // a replica that steps alone.
+  struct LockstepEngine {
+    std::uint32_t first = 0, ranks = 0;
+    double dummy_s = 0;
+  };
+  std::vector<LockstepEngine> lockstep_;
+  std::vector<std::int32_t> lockstep_of_;
   std::vector<std::pair<std::uint32_t, SimTime>> started_;  // replicas whose step began now, its end
   EventQueue queue_;
   std::vector<Request> pending_;

@@ -162,4 +162,22 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
   }
 }
 
+double lockstep_step_seconds(const StepCost& cost, const std::vector<RankStep>& ranks) {
+  double rest = 0, sum_tokens = 0, max_tokens = 0;
+  for (const RankStep& r : ranks) {
+    const StepCost::ExpertLayers own = cost.expert_layers(r.tokens);
+    rest = std::max(rest, r.own_s - own.experts_s - own.all_to_all_s);
+    sum_tokens += r.tokens;
+    max_tokens = std::max(max_tokens, r.tokens);
+  }
+  const double mean_tokens = sum_tokens / static_cast<double>(ranks.size());
+  return rest + cost.expert_layers(mean_tokens).experts_s + cost.expert_layers(max_tokens).all_to_all_s;
+}
+
+BatchShape dummy_batch() {
+  BatchShape b;
+  b.add_decode(1);
+  return b;
+}
+
 }  // namespace capsim

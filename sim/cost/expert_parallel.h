@@ -13,16 +13,44 @@
 //   an all-to-all of t/TP x k x hidden elements per GPU each way, which replaces the MoE layer's
 //   TP all-reduce.
 // The busiest GPU sets the layer's time: its token-expert pairs and the distinct experts it
-// reads are the mean times the imbalance factor (Deployment::expert_imbalance). The DP ranks
-// are assumed to carry batches of the same size (each rank's step is costed with its own batch
-// for all of them; vLLM pads idle ranks with dummy batches).
+// reads are the mean times the imbalance factor (Deployment::expert_imbalance). A step costed
+// alone (StepCost::totals) takes every DP rank to carry the batch it is given; the simulator
+// steps the ranks of one engine together (lockstep_step_seconds below).
 #pragma once
 
+#include <vector>
+
+#include "sim/cost/batch_shape.h"
 #include "sim/cost/step_cost.h"
 #include "sim/hardware/measured_moe.h"
 #include "sim/llm/deployment.h"
 
 namespace capsim {
+
+// DP attention runs the DP ranks of one engine as one (docs/cost-model.md#dp-lockstep): each
+// rank runs attention and the dense layers on its own batch, but every MoE layer is an
+// all-to-all among all ranks, so each layer waits for the slowest rank and the experts compute
+// every rank's tokens together; a rank with nothing to run still runs a dummy batch to take part
+// (vllm/v1/engine/core.py DPEngineCoreProc.run_busy_loop -> execute_dummy_batch). With
+// `own_s` a rank's step costed alone (StepCost::totals of its batch, whose MoE layers count every
+// rank as carrying its `tokens`), E and A the MoE layers' experts and all-to-all
+// (StepCost::expert_layers), every rank's step takes
+//   max_r (own_r - E(t_r) - A(t_r)) + E(mean_r t_r) + A(max_r t_r):
+// the experts' GPUs receive the mean of the ranks' tokens each (uniform routing), and the
+// all-to-all ends when the rank sending the most has sent. The layers' share of the rest is the
+// same in every layer, so the per-layer barriers add up to one max over the whole step.
+// Not modelled: CUDA-graph padding of every rank's dense layers to the largest batch
+// (vllm/v1/worker/dp_utils.py coordinate_batch_across_dp), which the max over ranks covers
+// unless a small batch has the longest attention.
+struct RankStep {
+  double own_s = 0;
+  double tokens = 0;
+};
+// REQUIRES: !ranks.empty(); every rank's own_s > 0 and tokens >= 1 (an idle rank: dummy_batch()).
+double lockstep_step_seconds(const StepCost& cost, const std::vector<RankStep>& ranks);
+// What an idle DP rank runs to join the step's collectives: one decode token (vLLM's
+// gpu_worker execute_dummy_batch: _dummy_run(1, uniform_decode=True)).
+BatchShape dummy_batch();
 
 class ExpertParallelMoe {
  public:

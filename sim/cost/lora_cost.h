@@ -27,6 +27,7 @@ class LoraCost : public StepCost {
   double seconds(const BatchShape& b) const override { return totals(b).seconds; }
   StepBreakdown breakdown(const BatchShape& b) const override { return compute(b, true); }
   StepBreakdown totals(const BatchShape& b) const override { return compute(b, false); }
+  ExpertLayers expert_layers(double tokens) const override { return inner_->expert_layers(tokens); }
 
   // The LoRA work alone (tests): the kernels' time and the adapter loads' time.
   StepBreakdown lora_only(const BatchShape& b) const;

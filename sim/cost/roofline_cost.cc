@@ -665,6 +665,14 @@ double RooflineCost::seconds(const BatchShape& b) const { return compute<false>(
 
 StepBreakdown RooflineCost::breakdown(const BatchShape& b) const { return compute<true>(b); }
 
+StepCost::ExpertLayers RooflineCost::expert_layers(double tokens) const {
+  if (!ep_ || !ep_->all_to_all() || moe_layers_ <= 0 || tokens <= 0) return {};
+  StepBreakdown moe;
+  ep_->add(moe, false, tokens, moe_layers_);
+  const double all_to_all = ep_->all_to_all_seconds(tokens) * moe_layers_;
+  return {moe.seconds - all_to_all, all_to_all};
+}
+
 template StepBreakdown RooflineCost::compute<false>(const BatchShape&) const;
 template StepBreakdown RooflineCost::compute<true>(const BatchShape&) const;
 

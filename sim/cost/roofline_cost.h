@@ -58,6 +58,9 @@ class RooflineCost : public StepCost {
   double seconds(const BatchShape& b) const override;
   StepBreakdown breakdown(const BatchShape& b) const override;
   StepBreakdown totals(const BatchShape& b) const override { return compute<false>(b); }
+  // Non-zero under DP attention (--data-parallel-size > 1 with --enable-expert-parallel):
+  // ExpertParallelMoe's MoE layers of a step of `tokens` tokens, as totals() counts them.
+  ExpertLayers expert_layers(double tokens) const override;
 
   // Achieved rates used (for reports and tests).
   double gemm_flops_per_s() const { return gemm_rate_; }

@@ -27,6 +27,8 @@ class SpeculativeCost : public StepCost {
   double seconds(const BatchShape& b) const override { return totals(b).seconds; }
   StepBreakdown breakdown(const BatchShape& b) const override { return compute(b, true); }
   StepBreakdown totals(const BatchShape& b) const override { return compute(b, false); }
+  // The target's MoE layers (the verify step's tokens are the target's).
+  ExpertLayers expert_layers(double tokens) const override { return inner_->expert_layers(tokens); }
 
   // The proposer's shapes for a step (exposed for tests): pass 1, and each later pass.
   BatchShape first_pass(const BatchShape& b) const;

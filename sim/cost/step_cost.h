@@ -46,6 +46,20 @@ class StepCost {
   virtual StepBreakdown breakdown(const BatchShape& b) const = 0;
   // The breakdown's totals without the per-group list (for the simulator).
   virtual StepBreakdown totals(const BatchShape& b) const { return breakdown(b); }
+
+  // DP attention with expert parallelism (sim/cost/expert_parallel.h): the part of a step of
+  // `tokens` tokens on one DP rank that its MoE layers take when every rank carries as many —
+  // the experts' work on the busiest GPU (with the shared experts and routing kernels) and the
+  // dispatch/combine all-to-all. The DP ranks of such an engine step together
+  // (lockstep_step_seconds). Both 0 for a cost without an all-to-all between DP ranks.
+  struct ExpertLayers {
+    double experts_s = 0;
+    double all_to_all_s = 0;
+  };
+  virtual ExpertLayers expert_layers(double tokens) const {
+    (void)tokens;
+    return {};
+  }
 };
 
 }  // namespace capsim

@@ -101,6 +101,16 @@ void Replica::sample_timeline(SimTime now) {
 }
 
 SimTime Replica::begin_step(SimTime now) {
+  switch (plan_step(now)) {
+    case PlannedStep::kNothing: return 0;
+    case PlannedStep::kLoadsOnly: return poll_;
+    case PlannedStep::kForward: break;
+  }
+  const StepBreakdown b = cost_->totals(plan_.shape);
+  return record_step(b, b.seconds);
+}
+
+Replica::PlannedStep Replica::plan_step(SimTime now) {
   assert(!stepping_);
   plan_.clear();
   // Back to back with the step that just ended, an asynchronous scheduler formed this step when
@@ -117,7 +127,7 @@ SimTime Replica::begin_step(SimTime now) {
   }
   record_state(now);
   if (plan_.items.empty() && cohort_.planned == 0) {
-    if (loads_in_flight_.empty()) return 0;
+    if (loads_in_flight_.empty()) return PlannedStep::kNothing;
     // Only loads from the CPU tier are under way: vLLM's engine keeps stepping without a
     // forward pass (gpu_model_runner kv_connector_no_forward), polling for finished transfers,
     // so it sees the first one finish when it does. No step is counted.
@@ -125,7 +135,8 @@ SimTime Replica::begin_step(SimTime now) {
     for (const std::int32_t slot : loads_in_flight_) done = std::min(done, cpu_seq_[static_cast<std::size_t>(slot)].load_done);
     stepping_ = true;
     step_start_ = now;
-    return std::max<SimTime>(1, done - now);
+    poll_ = std::max<SimTime>(1, done - now);
+    return PlannedStep::kLoadsOnly;
   }
   if (deployment_->lora) lora_.load(*deployment_->lora, plan_, stats_);
   for (const ScheduledItem& it : plan_.items) {
@@ -134,7 +145,12 @@ SimTime Replica::begin_step(SimTime now) {
   }
   stepping_ = true;
   step_start_ = now;
-  return record_step();
+  return PlannedStep::kForward;
+}
+
+SimTime Replica::time_step(const StepBreakdown& own, double seconds) {
+  assert(stepping_);
+  return record_step(own, seconds);
 }
 
 void Replica::record_state(SimTime now) {
@@ -145,20 +161,22 @@ void Replica::record_state(SimTime now) {
   if (now >= stats_.timeline_next) sample_timeline(now);
 }
 
-SimTime Replica::record_step() {
-  const StepBreakdown b = cost_->totals(plan_.shape);
-  const SimTime dur = std::max<SimTime>(1, from_seconds(b.seconds));
+SimTime Replica::record_step(const StepBreakdown& b, double seconds) {
+  const SimTime dur = std::max<SimTime>(1, from_seconds(seconds));
   stats_.steps += 1;
-  stats_.step_seconds.add(b.seconds);
+  stats_.step_seconds.add(seconds);
   stats_.batch_tokens.add(static_cast<double>(plan_.shape.tokens()));
   stats_.batch_sequences.add(static_cast<double>(plan_.shape.sequences()));
-  stats_.step_ms_distribution.add(b.seconds * 1e3);
+  stats_.step_ms_distribution.add(seconds * 1e3);
   stats_.batch_sequences_distribution.add(static_cast<double>(plan_.shape.sequences()));
   stats_.prompt_tokens_computed += plan_.shape.prefill_tokens;
-  stats_.busy_seconds += b.seconds;
+  stats_.busy_seconds += seconds;
   stats_.compute_s += b.compute_s;
   stats_.memory_s += b.memory_s;
-  stats_.communication_s += b.communication_s;
+  // A DP-attention rank's step lasts the engine's (time_step): the difference from its own cost
+  // (the wait at the MoE layers' all-to-all, less what sharing the experts with emptier ranks
+  // saves) is communication, so that the parts still add up to the step.
+  stats_.communication_s += b.communication_s + (seconds - b.seconds);
   stats_.overhead_s += b.overhead_s;
   stats_.flops += b.flops;
   stats_.bytes += b.bytes;

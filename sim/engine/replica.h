@@ -75,6 +75,19 @@ class Replica {
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
   // Plans a step at `now`; returns its duration (>= 1 ns), or 0 when nothing can run.
   SimTime begin_step(SimTime now);
+  // begin_step in two halves, for the DP ranks of a DP-attention engine, which plan their steps
+  // before any is timed (their step time depends on every rank's batch: cluster/lockstep.h).
+  // plan_step plans at `now`: kNothing (nothing can run, no step begins), kLoadsOnly (a step
+  // without a forward pass polls CPU-tier loads; it lasts polling_step()), or kForward (a
+  // forward pass of planned_shape(); time_step gives its duration).
+  enum class PlannedStep { kNothing, kLoadsOnly, kForward };
+  PlannedStep plan_step(SimTime now);
+  const BatchShape& planned_shape() const { return plan_.shape; }
+  SimTime polling_step() const { return poll_; }
+  const StepCost& step_cost() const { return *cost_; }
+  // Times the forward pass planned by plan_step at `seconds` (>= its own cost `own`, which the
+  // statistics keep as its compute/memory/communication split); returns its duration.
+  SimTime time_step(const StepBreakdown& own, double seconds);
   // Applies the step that began last; reports tokens and completions to `obs`.
   void end_step(SimTime now, ReplicaObserver& obs);
   // Implicit decode (off by default): running sequences that only decode one token per step,
@@ -200,9 +213,10 @@ class Replica {
  private:
   void sample_timeline(SimTime now);
   // begin_step's bookkeeping once the plan is formed: state statistics at `now`, then (for a
-  // non-empty plan) the step's cost and step statistics; returns the step's duration.
+  // non-empty plan) the step statistics of a step costed `b` that lasts `seconds`; returns the
+  // step's duration.
   void record_state(SimTime now);
-  SimTime record_step();
+  SimTime record_step(const StepBreakdown& b, double seconds);
   // Publishes `s`'s blocks that are full once `computed_after` tokens are computed (prefix
   // caching: vLLM publishes a block's hash when a step is scheduled to fill it).
   void register_full_blocks(Sequence& s, std::int64_t computed_after);
@@ -267,6 +281,7 @@ class Replica {
   SimTime step_start_ = 0;
   SimTime last_step_end_ = -1;
   SimTime visible_until_ = 0;
+  SimTime poll_ = 0;  // the duration of the CPU-tier polling step plan_step began
   ReplicaStats stats_;
   std::int64_t admissions_ = 0;  // Sequence::admitted counter
   std::uint64_t unique_owners_ = 0;  // Sequence::unique_owner and StreamBlocks::owner counter
