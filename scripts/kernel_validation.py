@@ -172,6 +172,8 @@ class Engine:
         self.attention_compute_scale = q(k, "attention_compute_scale")
         self.attention_bandwidth_scale = q(k, "attention_bandwidth_scale")
         self.moe_dispatch_kernels = q(k, "moe_dispatch_kernels")
+        self.moe_compute_scale = q(k, "moe_compute_scale", 1.0)
+        self.moe_bandwidth_scale = q(k, "moe_bandwidth_scale", 1.0)
         self.latency_nvlink = q(c, "allreduce_latency_nvlink")
         self.latency_pcie = q(c, "allreduce_latency_pcie")
         self.latency_per_peer = q(c, "allreduce_latency_per_peer", 0.0)
@@ -232,35 +234,37 @@ class Roofline:
         return term(4 * heads * head_dim * pairs, (read + chunk) * kv_bytes, self.attention_rate, 1,
                     self.attention_bandwidth, self.floor)
 
-    def moe(self, tokens, hidden, inter, experts, topk, tp, ep, weights, router=0.0):
+    def moe(self, tokens, hidden, inter, experts, topk, tp, ep, weights, router=0.0, routing="uniform"):
         """One MoE layer (expert GEMMs + routing kernels); None where capsim has no such layout
-        (experts both TP-sliced and spread over EP GPUs)."""
+        (experts both TP-sliced and spread over EP GPUs). `routing` "uniform" is capsim's (each
+        token's k experts uniform and independent: E (1 - (1 - k/E)^T) distinct experts read);
+        "balanced" is the tables' (AIConfigurator's balanced_logits: tokens spread over the
+        experts in turn, min(E, T k) distinct experts), used to score the kernel on them."""
         math_precision = self.math_of(weights)
         rate = self.gemm_rate(math_precision)
+        c, e = self.card, self.engine
+        moe_rate = rate * e.moe_compute_scale
+        moe_bandwidth = c.memory_bandwidth * min(1.0, c.bandwidth * e.bandwidth_scale * e.moe_bandwidth_scale)
         wb = WEIGHT_BYTES[weights]
         dispatch = self.engine.moe_dispatch_kernels
         if dispatch > 0 and math_precision == "fp8":
             dispatch += 2
         t, h, k = tokens, hidden, topk
-        if ep <= 1:
-            params = 3 * h * inter / tp
-            hit = experts * (1.0 - (1.0 - k / experts) ** t)
-            flops = 2 * t * (k * params + router)
-            nbytes = hit * params * wb + router * ACT + 2 * t * h * ACT
-            seconds = term(flops, nbytes, rate, 3, self.bandwidth, self.floor)
-            if dispatch > 0:
-                seconds += term(0, (2 + 2 * k) * t * h * ACT, rate, dispatch, self.bandwidth, self.floor)
-            return seconds
-        if tp > 1:
+        # The router GEMM (and shared experts, none here) at the dense rates, one kernel.
+        rest = term(2 * t * router, router * ACT, rate, 1, self.bandwidth, self.floor) if router > 0 else 0.0
+        if ep > 1 and tp > 1:
             return None
-        # Expert parallelism over `ep` GPUs, DP 1, balanced routing (imbalance 1, as the tables' note says).
-        params = 3 * h * inter
+        # Expert parallelism over `ep` GPUs: DP 1, imbalance 1 (the tables' routing is balanced).
+        params = 3 * h * inter / tp
         local = experts / ep
         pairs = t * k / ep
-        hit = min(local, local * (1.0 - (1.0 - k / experts) ** t))
-        flops = 2 * pairs * params + 2 * t * router
-        nbytes = hit * params * wb + router * ACT + 2 * (t + pairs) * h * ACT
-        seconds = term(flops, nbytes, rate, 3, self.bandwidth, self.floor)
+        if routing == "balanced":
+            hit = min(local, pairs)
+        else:
+            hit = local * (1.0 - (1.0 - k / experts) ** t)
+        moved = t + (pairs if ep > 1 else t)  # activations read and written
+        seconds = term(2 * pairs * params, hit * params * wb + 2 * moved * h * ACT, moe_rate, 2, moe_bandwidth,
+                       self.floor) + rest
         if dispatch > 0:
             seconds += term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, self.bandwidth, self.floor)
         return seconds
@@ -399,14 +403,76 @@ def held_out_2d(rows, shape, a, b):
     return errors
 
 
-def roofline_of(roofline, op, dtype, r):
+# The vLLM profile's fused-MoE scales (kernels.moe_compute_scale, moe_bandwidth_scale;
+# docs/cost-model.md#moe), fitted here on the balanced bf16 MoE tables and checked card by card.
+MOE_SCALE_GRID = ([1.0 + 0.025 * i for i in range(13)], [0.5 + 0.025 * i for i in range(23)])
+
+
+def moe_scale_rows(data_dir, roofline, path):
+    """One bf16 MoE table's rows as the roofline's parts at scales 1, so that any pair of scales
+    costs a few operations per row: (compute s, memory s at the peak bandwidth, bandwidth
+    efficiency, floor s, dispatch s, measured s). Only balanced tables with a capsim layout."""
+    header, _, rows = read_table(path)
+    if table_routing(header) != "balanced":
+        return []
+    c, e = roofline.card, roofline.engine
+    rate = roofline.gemm_rate(roofline.math_of("bf16"))
+    efficiency = c.bandwidth * e.bandwidth_scale
+    dispatch = e.moe_dispatch_kernels
+    out = []
+    for r in rows:
+        v = {k: float(r[k]) for k in SHAPES["moe"]}
+        t, h, k, tp, ep = v["tokens"], v["hidden"], v["topk"], v["tp"], v["ep"]
+        if ep > 1 and tp > 1:
+            continue
+        params = 3 * h * v["inter"] / tp
+        pairs = t * k / ep
+        hit = min(v["experts"] / ep, pairs)
+        moved = t + (pairs if ep > 1 else t)
+        d = term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, roofline.bandwidth, roofline.floor) if dispatch else 0
+        out.append((2 * pairs * params / rate, (hit * params * 2.0 + 2 * moved * h * ACT) / c.memory_bandwidth,
+                    efficiency, 2 * roofline.floor, d, float(r["us"]) * 1e-6))
+    return out
+
+
+def moe_scaled(row, bandwidth_scale, compute_scale):
+    compute, memory, efficiency, floor, dispatch, _ = row
+    return max(math.hypot(compute / compute_scale, memory / min(1.0, efficiency * bandwidth_scale)), floor) + dispatch
+
+
+def fit_moe_scales(rows_by_card, cards):
+    """The (bandwidth, compute) scale pair of MOE_SCALE_GRID with the least median |log error|
+    over every 4th row of `cards` (two parameters; the thinning keeps the fit to seconds): the
+    grid at every other step, then every step around the best."""
+    rows = [r for c in cards for r in rows_by_card[c][::4]]
+
+    def error(b, k):
+        return statistics.median([abs(math.log(moe_scaled(r, b, k) / r[5])) for r in rows])
+
+    bs, ks = MOE_SCALE_GRID
+    best = min((error(b, k), i, j) for i, b in enumerate(bs) if i % 2 == 0 for j, k in enumerate(ks) if j % 2 == 0)
+    _, i0, j0 = best
+    best = min((error(bs[i], ks[j]), i, j) for i in range(max(0, i0 - 2), min(len(bs), i0 + 3))
+               for j in range(max(0, j0 - 2), min(len(ks), j0 + 3)))
+    return bs[best[1]], ks[best[2]]
+
+
+def table_routing(header):
+    """How the MoE table's rows were routed, for the roofline to read the same experts: balanced
+    (the importer's note `routing balanced`) or else uniform, capsim's own model (the A100 table's
+    `power_law_1.01` rows are skewed; uniform is the nearer of the two)."""
+    return "balanced" if meta_of(header).get("note", "") == "routing balanced" else "uniform"
+
+
+def roofline_of(roofline, op, dtype, r, routing="uniform"):
     v = {c: float(r[c]) for c in SHAPES[op]}
     if op == "attention_decode":
         return roofline.attention_decode(v["batch"], v["context"], v["heads"], v["kv_heads"], v["head_dim"], v["window"], dtype)
     if op == "attention_prefill":
         return roofline.attention_prefill(v["batch"], v["tokens"], v["heads"], v["kv_heads"], v["head_dim"], v["window"], dtype)
     if op == "moe":
-        return roofline.moe(v["tokens"], v["hidden"], v["inter"], v["experts"], v["topk"], v["tp"], v["ep"], dtype)
+        return roofline.moe(v["tokens"], v["hidden"], v["inter"], v["experts"], v["topk"], v["tp"], v["ep"], dtype,
+                            routing=routing)
     return roofline.allreduce(v["gpus"], v["bytes"])
 
 
@@ -552,9 +618,10 @@ def score_op(roofline, op, dtype, path):
     if dtype not in known:
         raise BadInput(f"{path}: dtype {dtype}: no roofline mirror for it in {op}; accepted: {', '.join(known)}")
     header, _, rows = read_table(path)
+    routing = table_routing(header) if op == "moe" else "uniform"
     e_roof, measured, windows, skipped = [], [], [], 0
     for r in rows:
-        p = roofline_of(roofline, op, dtype, r)
+        p = roofline_of(roofline, op, dtype, r, routing)
         if p is None:
             skipped += 1
         else:
@@ -796,6 +863,34 @@ def report(capsim, data_dir):
           f"{fmt(stats(pooled(items, lambda s: s.roofline_big())))} | "
           + " | ".join(fmt(stats(pooled(items, lambda s, i=i: s.held[i]))) for i in range(len(cols))) + " |")
         A("")
+
+    # The fused-MoE scales: fitted on every balanced bf16 table, then each card left out.
+    moe_rows = {card: moe_scale_rows(data_dir, rooflines[card], os.path.join(root, card, "moe-bf16.csv"))
+                for card in cards if os.path.exists(os.path.join(root, card, "moe-bf16.csv"))}
+    moe_rows = {c: r for c, r in moe_rows.items() if r}
+    fitted = fit_moe_scales(moe_rows, sorted(moe_rows))
+    A('<a id="moe-scales"></a>')
+    A("### Fused-MoE scales")
+    A("")
+    A("`kernels.moe_compute_scale` and `kernels.moe_bandwidth_scale` of `calibration/engines/vllm.yaml`")
+    A("([cost-model.md](cost-model.md#moe)): the pair (grid 0.025) with the least median |log error| of")
+    A("the routed experts' roofline over every row of the balanced bf16 MoE tables (the tables' own")
+    A(f"routing), and the same fit without each card, scored on that card. All cards: bandwidth x "
+      f"{fitted[0]:.3f}, compute x {fitted[1]:.3f}; the profile has x {engine.moe_bandwidth_scale:g} and "
+      f"x {engine.moe_compute_scale:g}.")
+    A("")
+    A("| card left out | fitted without it (bandwidth, compute) | held out: fitted | held out: scales 1 |")
+    A("|---|---|---|---|")
+    held_fit, held_one = [], []
+    for card in sorted(moe_rows):
+        b, k = fit_moe_scales(moe_rows, [c for c in sorted(moe_rows) if c != card])
+        mine = [moe_scaled(r, b, k) / r[5] - 1 for r in moe_rows[card]]
+        ones = [moe_scaled(r, 1.0, 1.0) / r[5] - 1 for r in moe_rows[card]]
+        held_fit += mine
+        held_one += ones
+        A(f"| {card} | {b:.3f}, {k:.3f} | {fmt(stats(mine))} | {fmt(stats(ones))} |")
+    A(f"| all | | {fmt(stats(held_fit))} | {fmt(stats(held_one))} |")
+    A("")
 
     # Per op and card (issue #32: within 10% median per op and card on held-out shapes).
     A('<a id="summary"></a>')
