@@ -250,8 +250,9 @@ class Roofline:
         if dispatch > 0 and math_precision == "fp8":
             dispatch += 2
         t, h, k = tokens, hidden, topk
-        # The router GEMM (and shared experts, none here) at the dense rates, one kernel.
-        rest = term(2 * t * router, router * ACT, rate, 1, self.bandwidth, self.floor) if router > 0 else 0.0
+        # The router GEMM (and shared experts, none here) at the dense rates; its kernel is one of
+        # the routed group's three for the floor.
+        rest = term(2 * t * router, router * ACT, rate, 0, self.bandwidth, self.floor) if router > 0 else 0.0
         if ep > 1 and tp > 1:
             return None
         # Expert parallelism over `ep` GPUs: DP 1, imbalance 1 (the tables' routing is balanced).
@@ -263,7 +264,7 @@ class Roofline:
         else:
             hit = local * (1.0 - (1.0 - k / experts) ** t)
         moved = t + (pairs if ep > 1 else t)  # activations read and written
-        seconds = term(2 * pairs * params, hit * params * wb + 2 * moved * h * ACT, moe_rate, 2, moe_bandwidth,
+        seconds = term(2 * pairs * params, hit * params * wb + 2 * moved * h * ACT, moe_rate, 3, moe_bandwidth,
                        self.floor) + rest
         if dispatch > 0:
             seconds += term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, self.bandwidth, self.floor)
@@ -431,7 +432,7 @@ def moe_scale_rows(data_dir, roofline, path):
         moved = t + (pairs if ep > 1 else t)
         d = term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, roofline.bandwidth, roofline.floor) if dispatch else 0
         out.append((2 * pairs * params / rate, (hit * params * 2.0 + 2 * moved * h * ACT) / c.memory_bandwidth,
-                    efficiency, 2 * roofline.floor, d, float(r["us"]) * 1e-6))
+                    efficiency, 3 * roofline.floor, d, float(r["us"]) * 1e-6))
     return out
 
 
@@ -820,7 +821,10 @@ def report(capsim, data_dir):
     A("  kernel is timed from given router logits); `inter` sliced over `tp`; weights in the table's")
     A("  dtype (`fp8_block` as fp8). Rows with both `tp` and `ep` > 1 have no capsim counterpart")
     A("  (capsim's expert parallelism keeps whole experts) and are left out of the roofline columns")
-    A("  (counted in the table).")
+    A("  (counted in the table). The roofline reads the experts the table's routing hits: `balanced`")
+    A("  tables (AIConfigurator's `balanced_logits`) `min(E, T k)` of them, where capsim's own uniform")
+    A("  routing expects `E (1 - (1 - k/E)^T)`; A100's `power_law_1.01` table keeps the uniform count.")
+    A("  Routed experts at the engine's fused-MoE scales ([MoE scales](#moe-scales)).")
     A("- `allreduce`: vLLM's custom all-reduce of `bytes` over `gpus` GPUs (CUDA graph).")
     A("")
     A("The **held-out** columns score a table lookup on shapes left out of it: each series along an")

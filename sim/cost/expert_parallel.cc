@@ -111,17 +111,19 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
   };
   const Load busiest = load(t, imbalance_);
   const double pairs = busiest.pairs;
-  // The routed experts' grouped GEMMs at the fused-MoE rates; the router GEMM and the shared
-  // experts are dense kernels at the card's.
+  // The routed experts' grouped GEMMs at the fused-MoE rates (three kernels with the router for
+  // the floor); the router GEMM and the shared experts are dense kernels at the card's.
   const auto routed_term = [&](const Load& l, double tokens, double repeat) {
     return roofline_term(2 * l.pairs * expert_params_,
                          l.hit * expert_params_ * r_.expert_bytes_per_param + 2 * (tokens + l.pairs) * hidden_ * act,
-                         r_.moe_gemm_flops_per_s, 2, repeat, r_.moe_bytes_per_s, r_.kernel_floor_s);
+                         r_.moe_gemm_flops_per_s, 3, repeat, r_.moe_bytes_per_s, r_.kernel_floor_s);
   };
-  const auto rest_term = [&](double repeat) {
+  // `router_kernels`: 0 where the routed group's floor counts the router, 1 beside a measured table
+  // (timed from given router logits).
+  const auto rest_term = [&](double repeat, double router_kernels) {
     return roofline_term(2 * t * (shared_params_ + router_params_),
                          shared_params_ * r_.linear_bytes_per_param + router_params_ * act, r_.gemm_flops_per_s,
-                         (shared_params_ > 0 ? 2 : 0) + 1, repeat, r_.bytes_per_s, r_.kernel_floor_s);
+                         (shared_params_ > 0 ? 2 : 0) + router_kernels, repeat, r_.bytes_per_s, r_.kernel_floor_s);
   };
   if (r_.moe_table) {
     // The table's rows are balanced: the busiest GPU's `imbalance` x the mean token-expert pairs
@@ -140,13 +142,14 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
       return s;
     };
     const double routed = r_.moe_table->seconds(t * dp_ * imbalance_, r_.moe_layout, routed_roofline);
-    const double rest = shared_params_ + router_params_ > 0 ? rest_term(1).seconds : 0.0;
-    RooflineTerm layer = sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers));
+    const double rest = shared_params_ + router_params_ > 0 ? rest_term(1, 1).seconds : 0.0;
+    RooflineTerm layer = sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers, 0));
     layer.seconds = (routed + rest) * moe_layers;
     layer.measured = true;
     add_roofline_term(out, keep, "moe_mlp_ep", layer);
   } else {
-    add_roofline_term(out, keep, "moe_mlp_ep", sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers)));
+    add_roofline_term(out, keep, "moe_mlp_ep",
+                      sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers, 0)));
     if (r_.dispatch_kernels > 0) {
       add_roofline_group(out, keep, "moe_dispatch", 0, (2 * t + 2 * pairs) * hidden_ * act, r_.gemm_flops_per_s,
                          r_.dispatch_kernels, moe_layers, r_.bytes_per_s, r_.kernel_floor_s);

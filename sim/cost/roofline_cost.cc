@@ -316,16 +316,16 @@ RooflineTerm RooflineCost::routed_experts_term(double t, double repeat) const {
   // E (1 - (1 - k/E)^T).
   const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
   return roofline_term(2 * t * experts_per_token_ * expert_params_,
-                       hit * expert_params_ * expert_bytes_per_param_ + 2 * t * hidden_ * act, moe_gemm_rate_, 2,
+                       hit * expert_params_ * expert_bytes_per_param_ + 2 * t * hidden_ * act, moe_gemm_rate_, 3,
                        repeat, moe_bandwidth_, kernel_floor_);
 }
 
-RooflineTerm RooflineCost::shared_router_term(double t, double repeat) const {
+RooflineTerm RooflineCost::shared_router_term(double t, double repeat, double router_kernels) const {
   // The router GEMM is replicated on every rank and read at 16-bit; shared experts are an
   // ordinary gated MLP (two GEMMs) in the weights' format.
   return roofline_term(2 * t * (shared_params_ + router_params_),
                        shared_params_ * linear_bytes_per_param_ + router_params_ * 2.0, gemm_rate_,
-                       (shared_params_ > 0 ? 2 : 0) + 1, repeat, bandwidth_, kernel_floor_);
+                       (shared_params_ > 0 ? 2 : 0) + router_kernels, repeat, bandwidth_, kernel_floor_);
 }
 
 double RooflineCost::routed_moe_roofline_s(double t) const {
@@ -483,7 +483,7 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
   if (moe_layers_ > 0 && !ep_) {
     // The routed experts (vLLM's fused_moe grouped GEMMs) and the router GEMM with any shared
     // experts are separate kernels at their own rates; one group.
-    out.moe_mlp = sum_terms(routed_experts_term(t, moe_layers_), shared_router_term(t, moe_layers_));
+    out.moe_mlp = sum_terms(routed_experts_term(t, moe_layers_), shared_router_term(t, moe_layers_, 0));
     // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the
     // activation between the two grouped GEMMs and the weighted combine, each its own kernel;
     // each token's hidden state is copied to its k expert slots and back.
@@ -495,7 +495,8 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
       // The table's layer is the routed experts with their routing kernels; the shared experts
       // and the router GEMM stay on the roofline. FLOPs and bytes stay the roofline's (for MFU).
       const double routed = moe_table_->seconds(t, moe_layout_, [this](double x) { return routed_moe_roofline_s(x); });
-      const double rest = shared_params_ + router_params_ > 0 ? shared_router_term(t, 1).seconds : 0.0;
+      // The table times the fused kernel from given router logits: the router GEMM is its own kernel.
+      const double rest = shared_params_ + router_params_ > 0 ? shared_router_term(t, 1, 1).seconds : 0.0;
       out.moe_mlp.seconds = (routed + rest) * moe_layers_;
       out.moe_mlp.measured = true;
       out.moe_dispatch = RooflineTerm{};

@@ -106,10 +106,12 @@ class RooflineCost : public StepCost {
   // One MoE layer's routed experts and routing kernels by the roofline, t tokens on this GPU (TP
   // slices): what the measured MoE table is carried by outside its token range.
   double routed_moe_roofline_s(double t) const;
-  // One MoE layer's routed experts (the two grouped GEMMs, t tokens on this GPU) at the fused-MoE
-  // rates; and its shared experts and router GEMM, dense GEMMs at the card's rates.
+  // One MoE layer's routed experts (the two grouped GEMMs, t tokens on this GPU; three kernels
+  // with the router for the floor) at the fused-MoE rates; and its shared experts and router
+  // GEMM, dense GEMMs at the card's rates.
   RooflineTerm routed_experts_term(double t, double repeat) const;
-  RooflineTerm shared_router_term(double t, double repeat) const;
+  // `router_kernels`: 0 where the routed group's floor counts the router, 1 beside a measured table.
+  RooflineTerm shared_router_term(double t, double repeat, double router_kernels) const;
   RooflineTerm lm_head_term(double logit_rows) const;
   // Sets the attention tables and their layouts (or says why none applies).
   void choose_attention_tables(const Deployment& d);
