@@ -28,8 +28,9 @@ namespace {
 using namespace capsim;
 using test::group;
 
-// The vllm profile with the fused-MoE scales its kernel tables measured (docs/kernel-validation.md
-// #moe-scales), set here so that the worked numbers hold whatever the profile ships.
+// The vllm profile with fused-MoE scales from its kernel tables (0.625 and 1.1: the fit without
+// b300, h100-sxm or h200; docs/kernel-validation.md#moe-scales), set here so that the worked
+// numbers hold whatever the profile ships.
 Deployment mixtral_h100() {
   Deployment d;
   d.model = capsim_test::model_catalogue().find("mixtral-8x7b");
