@@ -187,7 +187,10 @@ def report(capsim, data_dir):
     A("  kernel is timed from given router logits); `inter` sliced over `tp`; weights in the table's")
     A("  dtype (`fp8_block` as fp8). Rows with both `tp` and `ep` > 1 have no capsim counterpart")
     A("  (capsim's expert parallelism keeps whole experts) and are left out of the roofline columns")
-    A("  (counted in the table).")
+    A("  (counted in the table). The roofline reads the experts the table's routing hits: `balanced`")
+    A("  tables (AIConfigurator's `balanced_logits`) `min(E, T k)` of them, where capsim's own uniform")
+    A("  routing expects `E (1 - (1 - k/E)^T)`; A100's `power_law_1.01` table keeps the uniform count.")
+    A("  Routed experts at the engine's fused-MoE scales ([MoE scales](#moe-scales)).")
     A("- `allreduce`: vLLM's custom all-reduce of `bytes` over `gpus` GPUs (CUDA graph).")
     A("")
     A("The **held-out** columns score a table lookup on shapes left out of it: each series along an")
@@ -230,6 +233,34 @@ def report(capsim, data_dir):
           f"{fmt(stats(pooled(items, lambda s: s.roofline_big())))} | "
           + " | ".join(fmt(stats(pooled(items, lambda s, i=i: s.held[i]))) for i in range(len(cols))) + " |")
         A("")
+
+    # The fused-MoE scales: fitted on every balanced bf16 table, then each card left out.
+    moe_rows = {card: moe_scale_rows(data_dir, rooflines[card], os.path.join(root, card, "moe-bf16.csv"))
+                for card in cards if os.path.exists(os.path.join(root, card, "moe-bf16.csv"))}
+    moe_rows = {c: r for c, r in moe_rows.items() if r}
+    fitted = fit_moe_scales(moe_rows, sorted(moe_rows))
+    A('<a id="moe-scales"></a>')
+    A("### Fused-MoE scales")
+    A("")
+    A("`kernels.moe_compute_scale` and `kernels.moe_bandwidth_scale` of `calibration/engines/vllm.yaml`")
+    A("([cost-model.md](cost-model.md#moe)): the pair (grid 0.025) with the least median |log error| of")
+    A("the routed experts' roofline over every row of the balanced bf16 MoE tables (the tables' own")
+    A(f"routing), and the same fit without each card, scored on that card. All cards: bandwidth x "
+      f"{fitted[0]:.3f}, compute x {fitted[1]:.3f}; the profile has x {engine.moe_bandwidth_scale:g} and "
+      f"x {engine.moe_compute_scale:g}.")
+    A("")
+    A("| card left out | fitted without it (bandwidth, compute) | held out: fitted | held out: scales 1 |")
+    A("|---|---|---|---|")
+    held_fit, held_one = [], []
+    for card in sorted(moe_rows):
+        b, k = fit_moe_scales(moe_rows, [c for c in sorted(moe_rows) if c != card])
+        mine = [moe_scaled(r, b, k) / r[5] - 1 for r in moe_rows[card]]
+        ones = [moe_scaled(r, 1.0, 1.0) / r[5] - 1 for r in moe_rows[card]]
+        held_fit += mine
+        held_one += ones
+        A(f"| {card} | {b:.3f}, {k:.3f} | {fmt(stats(mine))} | {fmt(stats(ones))} |")
+    A(f"| all | | {fmt(stats(held_fit))} | {fmt(stats(held_one))} |")
+    A("")
 
     # Per op and card (issue #32: within 10% median per op and card on held-out shapes).
     A('<a id="summary"></a>')

@@ -156,6 +156,8 @@ class Engine:
         self.attention_compute_scale = q(k, "attention_compute_scale")
         self.attention_bandwidth_scale = q(k, "attention_bandwidth_scale")
         self.moe_dispatch_kernels = q(k, "moe_dispatch_kernels")
+        self.moe_compute_scale = q(k, "moe_compute_scale", 1.0)
+        self.moe_bandwidth_scale = q(k, "moe_bandwidth_scale", 1.0)
         self.latency_nvlink = q(c, "allreduce_latency_nvlink")
         self.latency_pcie = q(c, "allreduce_latency_pcie")
         self.latency_per_peer = q(c, "allreduce_latency_per_peer", 0.0)
@@ -220,36 +222,42 @@ class Roofline:
         return term(4 * heads * head_dim * pairs, (read + chunk) * kv_bytes, self.attention_rate, 1,
                     self.attention_bandwidth, self.floor)
 
-    def moe(self, tokens, hidden, inter, experts, topk, tp, ep, weights, router=0.0):
+    def moe(self, tokens, hidden, inter, experts, topk, tp, ep, weights, router=0.0, routing="uniform"):
         """One MoE layer (expert GEMMs + routing kernels); None where capsim has no such layout
-        (experts both TP-sliced and spread over EP GPUs)."""
+        (experts both TP-sliced and spread over EP GPUs). `routing` "uniform" is capsim's (each
+        token's k experts uniform and independent: E (1 - (1 - k/E)^T) distinct experts read);
+        "balanced" is the tables' (AIConfigurator's balanced_logits: tokens spread over the
+        experts in turn, min(E, T k) distinct experts), used to score the kernel on them."""
         math_precision = self.math_of(weights)
         rate = self.gemm_rate(math_precision)
+        c, e = self.card, self.engine
+        # The step's memory-bound groups at the bandwidth of its math format's GEMMs; the routed
+        # experts at that format's efficiency times the engine's fused-MoE scale.
         bandwidth = self.bandwidth_of.get(math_precision, self.bandwidth)
+        read = c.bandwidth_of.get(math_precision) or c.bandwidth
+        moe_rate = rate * e.moe_compute_scale
+        moe_bandwidth = c.memory_bandwidth * min(1.0, read * e.bandwidth_scale * e.moe_bandwidth_scale)
         wb = WEIGHT_BYTES[weights]
         dispatch = self.engine.moe_dispatch_kernels
         if dispatch > 0 and math_precision == "fp8":
             dispatch += 2
         t, h, k = tokens, hidden, topk
-        if ep <= 1:
-            params = 3 * h * inter / tp
-            hit = experts * (1.0 - (1.0 - k / experts) ** t)
-            flops = 2 * t * (k * params + router)
-            nbytes = hit * params * wb + router * ACT + 2 * t * h * ACT
-            seconds = term(flops, nbytes, rate, 3, bandwidth, self.floor)
-            if dispatch > 0:
-                seconds += term(0, (2 + 2 * k) * t * h * ACT, rate, dispatch, bandwidth, self.floor)
-            return seconds
-        if tp > 1:
+        # The router GEMM (and shared experts, none here) at the dense rates; its kernel is one of
+        # the routed group's three for the floor.
+        rest = term(2 * t * router, router * ACT, rate, 0, bandwidth, self.floor) if router > 0 else 0.0
+        if ep > 1 and tp > 1:
             return None
-        # Expert parallelism over `ep` GPUs, DP 1, balanced routing (imbalance 1, as the tables' note says).
-        params = 3 * h * inter
+        # Expert parallelism over `ep` GPUs: DP 1, imbalance 1 (the tables' routing is balanced).
+        params = 3 * h * inter / tp
         local = experts / ep
         pairs = t * k / ep
-        hit = min(local, local * (1.0 - (1.0 - k / experts) ** t))
-        flops = 2 * pairs * params + 2 * t * router
-        nbytes = hit * params * wb + router * ACT + 2 * (t + pairs) * h * ACT
-        seconds = term(flops, nbytes, rate, 3, bandwidth, self.floor)
+        if routing == "balanced":
+            hit = min(local, pairs)
+        else:
+            hit = local * (1.0 - (1.0 - k / experts) ** t)
+        moved = t + (pairs if ep > 1 else t)  # activations read and written
+        seconds = term(2 * pairs * params, hit * params * wb + 2 * moved * h * ACT, moe_rate, 3, moe_bandwidth,
+                       self.floor) + rest
         if dispatch > 0:
             seconds += term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, bandwidth, self.floor)
         return seconds

@@ -74,14 +74,76 @@ def held_out_2d(rows, shape, a, b):
     return errors
 
 
-def roofline_of(roofline, op, dtype, r):
+# The vLLM profile's fused-MoE scales (kernels.moe_compute_scale, moe_bandwidth_scale;
+# docs/cost-model.md#moe), fitted here on the balanced bf16 MoE tables and checked card by card.
+MOE_SCALE_GRID = ([1.0 + 0.025 * i for i in range(13)], [0.5 + 0.025 * i for i in range(23)])
+
+
+def moe_scale_rows(data_dir, roofline, path):
+    """One bf16 MoE table's rows as the roofline's parts at scales 1, so that any pair of scales
+    costs a few operations per row: (compute s, memory s at the peak bandwidth, bandwidth
+    efficiency, floor s, dispatch s, measured s). Only balanced tables with a capsim layout."""
+    header, _, rows = read_table(path)
+    if table_routing(header) != "balanced":
+        return []
+    c, e = roofline.card, roofline.engine
+    rate = roofline.gemm_rate(roofline.math_of("bf16"))
+    efficiency = c.bandwidth * e.bandwidth_scale
+    dispatch = e.moe_dispatch_kernels
+    out = []
+    for r in rows:
+        v = {k: float(r[k]) for k in SHAPES["moe"]}
+        t, h, k, tp, ep = v["tokens"], v["hidden"], v["topk"], v["tp"], v["ep"]
+        if ep > 1 and tp > 1:
+            continue
+        params = 3 * h * v["inter"] / tp
+        pairs = t * k / ep
+        hit = min(v["experts"] / ep, pairs)
+        moved = t + (pairs if ep > 1 else t)
+        d = term(0, (2 * t + 2 * pairs) * h * ACT, rate, dispatch, roofline.bandwidth, roofline.floor) if dispatch else 0
+        out.append((2 * pairs * params / rate, (hit * params * 2.0 + 2 * moved * h * ACT) / c.memory_bandwidth,
+                    efficiency, 3 * roofline.floor, d, float(r["us"]) * 1e-6))
+    return out
+
+
+def moe_scaled(row, bandwidth_scale, compute_scale):
+    compute, memory, efficiency, floor, dispatch, _ = row
+    return max(math.hypot(compute / compute_scale, memory / min(1.0, efficiency * bandwidth_scale)), floor) + dispatch
+
+
+def fit_moe_scales(rows_by_card, cards):
+    """The (bandwidth, compute) scale pair of MOE_SCALE_GRID with the least median |log error|
+    over every 4th row of `cards` (two parameters; the thinning keeps the fit to seconds): the
+    grid at every other step, then every step around the best."""
+    rows = [r for c in cards for r in rows_by_card[c][::4]]
+
+    def error(b, k):
+        return statistics.median([abs(math.log(moe_scaled(r, b, k) / r[5])) for r in rows])
+
+    bs, ks = MOE_SCALE_GRID
+    best = min((error(b, k), i, j) for i, b in enumerate(bs) if i % 2 == 0 for j, k in enumerate(ks) if j % 2 == 0)
+    _, i0, j0 = best
+    best = min((error(bs[i], ks[j]), i, j) for i in range(max(0, i0 - 2), min(len(bs), i0 + 3))
+               for j in range(max(0, j0 - 2), min(len(ks), j0 + 3)))
+    return bs[best[1]], ks[best[2]]
+
+
+def table_routing(header):
+    """How the MoE table's rows were routed, for the roofline to read the same experts: balanced
+    (the importer's note `routing balanced`) or else uniform, capsim's own model (the A100 table's
+    `power_law_1.01` rows are skewed; uniform is the nearer of the two)."""
+    return "balanced" if meta_of(header).get("note", "") == "routing balanced" else "uniform"
+
+
+def roofline_of(roofline, op, dtype, r, routing="uniform"):
     v = {c: float(r[c]) for c in SHAPES[op]}
     if op == "attention_decode":
         return roofline.attention_decode(v["batch"], v["context"], v["heads"], v["kv_heads"], v["head_dim"], v["window"], dtype)
     if op == "attention_prefill":
         return roofline.attention_prefill(v["batch"], v["tokens"], v["heads"], v["kv_heads"], v["head_dim"], v["window"], dtype)
     if op == "moe":
-        return roofline.moe(v["tokens"], v["hidden"], v["inter"], v["experts"], v["topk"], v["tp"], v["ep"], dtype)
+        return roofline.moe(v["tokens"], v["hidden"], v["inter"], v["experts"], v["topk"], v["tp"], v["ep"], dtype,
+                            routing=routing)
     return roofline.allreduce(v["gpus"], v["bytes"])
 
 
@@ -227,9 +289,10 @@ def score_op(roofline, op, dtype, path):
     if dtype not in known:
         raise BadInput(f"{path}: dtype {dtype}: no roofline mirror for it in {op}; accepted: {', '.join(known)}")
     header, _, rows = read_table(path)
+    routing = table_routing(header) if op == "moe" else "uniform"
     e_roof, measured, windows, skipped = [], [], [], 0
     for r in rows:
-        p = roofline_of(roofline, op, dtype, r)
+        p = roofline_of(roofline, op, dtype, r, routing)
         if p is None:
             skipped += 1
         else:

@@ -111,10 +111,20 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
   };
   const Load busiest = load(t, imbalance_);
   const double pairs = busiest.pairs;
-  const double flops = 2 * pairs * expert_params_ + 2 * t * (shared_params_ + router_params_);
-  const double bytes = busiest.hit * expert_params_ * r_.expert_bytes_per_param +
-                       shared_params_ * r_.linear_bytes_per_param + router_params_ * act +
-                       2 * (t + pairs) * hidden_ * act;
+  // The routed experts' grouped GEMMs at the fused-MoE rates (three kernels with the router for
+  // the floor); the router GEMM and the shared experts are dense kernels at the card's.
+  const auto routed_term = [&](const Load& l, double tokens, double repeat) {
+    return roofline_term(2 * l.pairs * expert_params_,
+                         l.hit * expert_params_ * r_.expert_bytes_per_param + 2 * (tokens + l.pairs) * hidden_ * act,
+                         r_.moe_gemm_flops_per_s, 3, repeat, r_.moe_bytes_per_s, r_.kernel_floor_s);
+  };
+  // `router_kernels`: 0 where the routed group's floor counts the router, 1 beside a measured table
+  // (timed from given router logits).
+  const auto rest_term = [&](double repeat, double router_kernels) {
+    return roofline_term(2 * t * (shared_params_ + router_params_),
+                         shared_params_ * r_.linear_bytes_per_param + router_params_ * act, r_.gemm_flops_per_s,
+                         (shared_params_ > 0 ? 2 : 0) + router_kernels, repeat, r_.bytes_per_s, r_.kernel_floor_s);
+  };
   if (r_.moe_table) {
     // The table's rows are balanced: the busiest GPU's `imbalance` x the mean token-expert pairs
     // is the balanced layer of imbalance x dp x t tokens over the group (each GPU computes
@@ -123,10 +133,7 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
     const auto routed_roofline = [&](double group_tokens) {
       const Load l = load(group_tokens / dp_, 1.0);
       const double tokens = group_tokens / dp_;
-      double s = roofline_term(2 * l.pairs * expert_params_,
-                               l.hit * expert_params_ * r_.expert_bytes_per_param + 2 * (tokens + l.pairs) * hidden_ * act,
-                               r_.gemm_flops_per_s, 3, 1, r_.bytes_per_s, r_.kernel_floor_s)
-                     .seconds;
+      double s = routed_term(l, tokens, 1).seconds;
       if (r_.dispatch_kernels > 0) {
         s += roofline_term(0, (2 * tokens + 2 * l.pairs) * hidden_ * act, r_.gemm_flops_per_s, r_.dispatch_kernels, 1,
                            r_.bytes_per_s, r_.kernel_floor_s)
@@ -135,21 +142,14 @@ void ExpertParallelMoe::add(StepBreakdown& out, bool keep, double t, double moe_
       return s;
     };
     const double routed = r_.moe_table->seconds(t * dp_ * imbalance_, r_.moe_layout, routed_roofline);
-    double rest = 0;
-    if (shared_params_ + router_params_ > 0) {
-      rest = roofline_term(2 * t * (shared_params_ + router_params_),
-                           shared_params_ * r_.linear_bytes_per_param + router_params_ * act, r_.gemm_flops_per_s,
-                           (shared_params_ > 0 ? 2 : 0) + 1, 1, r_.bytes_per_s, r_.kernel_floor_s)
-                 .seconds;
-    }
-    RooflineTerm layer = roofline_term(flops, bytes, r_.gemm_flops_per_s, 3, moe_layers, r_.bytes_per_s,
-                                       r_.kernel_floor_s);
+    const double rest = shared_params_ + router_params_ > 0 ? rest_term(1, 1).seconds : 0.0;
+    RooflineTerm layer = sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers, 0));
     layer.seconds = (routed + rest) * moe_layers;
     layer.measured = true;
     add_roofline_term(out, keep, "moe_mlp_ep", layer);
   } else {
-    add_roofline_group(out, keep, "moe_mlp_ep", flops, bytes, r_.gemm_flops_per_s, 3, moe_layers, r_.bytes_per_s,
-                       r_.kernel_floor_s);
+    add_roofline_term(out, keep, "moe_mlp_ep",
+                      sum_terms(routed_term(busiest, t, moe_layers), rest_term(moe_layers, 0)));
     if (r_.dispatch_kernels > 0) {
       add_roofline_group(out, keep, "moe_dispatch", 0, (2 * t + 2 * pairs) * hidden_ * act, r_.gemm_flops_per_s,
                          r_.dispatch_kernels, moe_layers, r_.bytes_per_s, r_.kernel_floor_s);

@@ -57,6 +57,9 @@ class ExpertParallelMoe {
   struct Rates {
     double gemm_flops_per_s = 0;
     double bytes_per_s = 0;
+    // The routed experts' grouped GEMMs (RooflineCost's fused-MoE rates).
+    double moe_gemm_flops_per_s = 0;
+    double moe_bytes_per_s = 0;
     double kernel_floor_s = 0;
     double linear_bytes_per_param = 2;  // shared experts (16-bit or the quantised format)
     double expert_bytes_per_param = 2;  // routed experts

@@ -37,10 +37,12 @@ double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math) {
   return c.peak(math) * std::min(1.0, efficiency * e.compute_efficiency_scale);
 }
 
-double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math) {
+// The bandwidth weight reads reach in GEMMs of `math` (its own efficiency where the card states
+// one), times `kernel_scale` (an engine's scale for a kernel family, e.g. its fused MoE).
+double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math, double kernel_scale = 1.0) {
   const double own = math == Precision::kFp8 ? c.bandwidth_efficiency_fp8 : is_fp4(math) ? c.bandwidth_efficiency_fp4 : 0;
   const double efficiency = own > 0 ? own : c.bandwidth_efficiency;
-  return c.memory_bandwidth * std::min(1.0, efficiency * e.bandwidth_efficiency_scale);
+  return c.memory_bandwidth * std::min(1.0, efficiency * e.bandwidth_efficiency_scale * kernel_scale);
 }
 
 GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p) {
@@ -136,6 +138,11 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
   // (vllm/model_executor/layers/fused_moe/utils.py moe_kernel_quantize_input).
   moe_dispatch_kernels_ = static_cast<double>(e.moe_dispatch_kernels) +
                           (e.moe_dispatch_kernels > 0 && d.compute_precision() == Precision::kFp8 ? 2.0 : 0.0);
+  // vLLM's fused-MoE grouped GEMMs, measured (calibration/kernels/*/moe-bf16.csv): weights
+  // stream faster than the card's dense-layer efficiency (one long stream of every expert hit)
+  // and large token counts compute slower than a dense GEMM (docs/cost-model.md#moe).
+  moe_gemm_rate_ = gemm_rate_ * e.moe_compute_scale;
+  moe_bandwidth_ = weight_bytes_per_s(c, e, d.compute_precision(), e.moe_bandwidth_scale);
   kernel_floor_ = c.kernel_floor_s;
 
   // Link: Card::tp_link (NVLink inside its domain, else PCIe, halved without peer-to-peer since
@@ -157,6 +164,8 @@ RooflineCost::RooflineCost(const Deployment& d, const RooflineScope& scope) {
     ExpertParallelMoe::Rates r;
     r.gemm_flops_per_s = gemm_rate_;
     r.bytes_per_s = bandwidth_;
+    r.moe_gemm_flops_per_s = moe_gemm_rate_;
+    r.moe_bytes_per_s = moe_bandwidth_;
     r.kernel_floor_s = kernel_floor_;
     r.linear_bytes_per_param = linear_bytes_per_param_;
     r.expert_bytes_per_param = expert_bytes_per_param_;
@@ -305,13 +314,28 @@ void RooflineCost::choose_moe_allreduce_tables(const Deployment& d) {
   }
 }
 
+RooflineTerm RooflineCost::routed_experts_term(double t, double repeat) const {
+  const double act = 2.0;
+  // Routed tokens pick k of E experts; with uniform, independent routing (docs/cost-model.md#moe
+  // cites the measurements) the expected number of distinct experts a step reads is
+  // E (1 - (1 - k/E)^T).
+  const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
+  return roofline_term(2 * t * experts_per_token_ * expert_params_,
+                       hit * expert_params_ * expert_bytes_per_param_ + 2 * t * hidden_ * act, moe_gemm_rate_, 3,
+                       repeat, moe_bandwidth_, kernel_floor_);
+}
+
+RooflineTerm RooflineCost::shared_router_term(double t, double repeat, double router_kernels) const {
+  // The router GEMM is replicated on every rank and read at 16-bit; shared experts are an
+  // ordinary gated MLP (two GEMMs) in the weights' format.
+  return roofline_term(2 * t * (shared_params_ + router_params_),
+                       shared_params_ * linear_bytes_per_param_ + router_params_ * 2.0, gemm_rate_,
+                       (shared_params_ > 0 ? 2 : 0) + router_kernels, repeat, bandwidth_, kernel_floor_);
+}
+
 double RooflineCost::routed_moe_roofline_s(double t) const {
   const double act = 2.0;
-  const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
-  double s = roofline_term(2 * t * experts_per_token_ * expert_params_,
-                           hit * expert_params_ * expert_bytes_per_param_ + 2 * t * hidden_ * act, gemm_rate_, 3,
-                           1, bandwidth_, kernel_floor_)
-                 .seconds;
+  double s = routed_experts_term(t, 1).seconds;
   if (moe_dispatch_kernels_ > 0) {
     s += roofline_term(0, (2 + 2 * experts_per_token_) * t * hidden_ * act, gemm_rate_, moe_dispatch_kernels_, 1,
                        bandwidth_, kernel_floor_)
@@ -462,14 +486,9 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
     if (dense_layers_ > 0) out.mlp = measured_term(*linear_table_, t, {up_shape_, down_shape_}, out.mlp, dense_layers_);
   }
   if (moe_layers_ > 0 && !ep_) {
-    // Routed tokens pick k of E experts; with uniform routing the expected number of distinct
-    // experts a step reads is E (1 - (1 - k/E)^T).
-    const double hit = experts_ * (1.0 - std::pow(1.0 - experts_per_token_ / experts_, t));
-    const double flops = 2 * t * (experts_per_token_ * expert_params_ + shared_params_ + router_params_);
-    const double bytes = hit * expert_params_ * expert_bytes_per_param_ + shared_params_ * wb +
-                         router_params_ * act +
-                         2 * t * hidden_ * act;
-    out.moe_mlp = term(flops, bytes, gemm_rate_, 3, moe_layers_, bandwidth_);
+    // The routed experts (vLLM's fused_moe grouped GEMMs) and the router GEMM with any shared
+    // experts are separate kernels at their own rates; one group.
+    out.moe_mlp = sum_terms(routed_experts_term(t, moe_layers_), shared_router_term(t, moe_layers_, 0));
     // Routing around the expert GEMMs: top-k selection, sorting tokens by expert, the
     // activation between the two grouped GEMMs and the weighted combine, each its own kernel;
     // each token's hidden state is copied to its k expert slots and back.
@@ -481,12 +500,8 @@ RooflineCost::TokenTerms RooflineCost::token_terms(double t) const {
       // The table's layer is the routed experts with their routing kernels; the shared experts
       // and the router GEMM stay on the roofline. FLOPs and bytes stay the roofline's (for MFU).
       const double routed = moe_table_->seconds(t, moe_layout_, [this](double x) { return routed_moe_roofline_s(x); });
-      double rest = 0;
-      if (shared_params_ + router_params_ > 0) {
-        rest = term(2 * t * (shared_params_ + router_params_), shared_params_ * wb + router_params_ * act, gemm_rate_,
-                    (shared_params_ > 0 ? 2 : 0) + 1, 1, bandwidth_)
-                   .seconds;
-      }
+      // The table times the fused kernel from given router logits: the router GEMM is its own kernel.
+      const double rest = shared_params_ + router_params_ > 0 ? shared_router_term(t, 1, 1).seconds : 0.0;
       out.moe_mlp.seconds = (routed + rest) * moe_layers_;
       out.moe_mlp.measured = true;
       out.moe_dispatch = RooflineTerm{};

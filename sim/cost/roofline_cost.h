@@ -110,6 +110,12 @@ class RooflineCost : public StepCost {
   // One MoE layer's routed experts and routing kernels by the roofline, t tokens on this GPU (TP
   // slices): what the measured MoE table is carried by outside its token range.
   double routed_moe_roofline_s(double t) const;
+  // One MoE layer's routed experts (the two grouped GEMMs, t tokens on this GPU; three kernels
+  // with the router for the floor) at the fused-MoE rates; and its shared experts and router
+  // GEMM, dense GEMMs at the card's rates.
+  RooflineTerm routed_experts_term(double t, double repeat) const;
+  // `router_kernels`: 0 where the routed group's floor counts the router, 1 beside a measured table.
+  RooflineTerm shared_router_term(double t, double repeat, double router_kernels) const;
   RooflineTerm lm_head_term(double logit_rows) const;
   // Sets the attention tables and their layouts (or says why none applies).
   void choose_attention_tables(const Deployment& d);
@@ -160,6 +166,9 @@ class RooflineCost : public StepCost {
   // Rates.
   double gemm_rate_ = 0, attention_rate_ = 0, bandwidth_ = 0, attention_bandwidth_ = 0;
   double moe_dispatch_kernels_ = 0;
+  // The routed experts' grouped GEMMs: compute rate and weight-stream rate (the engine's MoE
+  // scales on the card's; docs/cost-model.md#moe).
+  double moe_gemm_rate_ = 0, moe_bandwidth_ = 0;
   double peak_flops_ = 0, peak_bandwidth_ = 0;
   double link_bandwidth_ = 0, allreduce_latency_ = 0;
   double kernel_floor_ = 0;

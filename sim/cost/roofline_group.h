@@ -41,6 +41,19 @@ inline RooflineTerm roofline_term(double flops, double bytes, double rate, doubl
   return t;
 }
 
+// Two kernels' terms as one group: times, FLOPs and bytes add; bound by the larger time.
+inline RooflineTerm sum_terms(const RooflineTerm& a, const RooflineTerm& b) {
+  RooflineTerm t;
+  t.flops = a.flops + b.flops;
+  t.bytes = a.bytes + b.bytes;
+  t.compute_s = a.compute_s + b.compute_s;
+  t.memory_s = a.memory_s + b.memory_s;
+  t.seconds = a.seconds + b.seconds;
+  t.bound = a.seconds >= b.seconds ? a.bound : b.bound;
+  t.measured = a.measured && b.measured;
+  return t;
+}
+
 // Lists a group's term in a breakdown (reports only: kept out of the simulator's inlined path).
 [[gnu::noinline]] inline void list_roofline_term(StepBreakdown& out, const char* group, const RooflineTerm& t) {
   out.groups.push_back({group, t.flops, t.bytes, t.compute_s, t.memory_s, t.seconds, t.bound, t.measured});

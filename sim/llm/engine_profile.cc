@@ -19,7 +19,8 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
   const std::vector<std::pair<const char*, std::vector<std::string>>> sections = {
       {"overhead", {"step", "per_sequence"}},
       {"kernels", {"compute_efficiency_scale", "bandwidth_efficiency_scale", "attention_bandwidth_scale",
-                   "attention_compute_scale", "moe_dispatch_kernels", "measured_kernels"}},
+                   "attention_compute_scale", "moe_dispatch_kernels", "moe_compute_scale", "moe_bandwidth_scale",
+                   "measured_kernels"}},
       {"communication", {"allreduce_latency_nvlink", "allreduce_latency_pcie", "allreduce_latency_per_peer"}},
       {"memory", {"runtime", "runtime_tp_extra", "outside_budget", "decoder_per_sequence_vocab"}},
       {"request_path", {"frontend", "frontend_per_prompt_token", "return", "return_per_sequence", "async_scheduling"}},
@@ -45,6 +46,13 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
                   " is not a whole number of kernels in [0, 64]");
     }
     e.moe_dispatch_kernels = static_cast<int>(k);
+  }
+  for (const auto& [field, value] : {std::pair{"kernels.moe_compute_scale", &e.moe_compute_scale},
+                                     std::pair{"kernels.moe_bandwidth_scale", &e.moe_bandwidth_scale}}) {
+    *value = doc.optional_quantity(field, std::nullopt).value_or(1.0);
+    if (!(*value > 0 && *value <= 1.5)) {
+      throw Error(doc.where(field) + ": " + std::to_string(*value) + " is outside the accepted range (0, 1.5]");
+    }
   }
   e.measured_kernels = doc.has("kernels.measured_kernels") && doc.flag("kernels.measured_kernels");
   e.allreduce_latency_nvlink_s = doc.quantity("communication.allreduce_latency_nvlink", Kind::kTime);
@@ -96,7 +104,8 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
                         "memory.runtime_tp_extra", "memory.outside_budget", "kernels.compute_efficiency_scale",
                         "kernels.bandwidth_efficiency_scale", "kernels.attention_compute_scale",
                         "kernels.attention_bandwidth_scale", "kernels.moe_dispatch_kernels",
-                        "kernels.measured_kernels", "communication.allreduce_latency_nvlink",
+                        "kernels.moe_compute_scale", "kernels.moe_bandwidth_scale", "kernels.measured_kernels",
+                        "communication.allreduce_latency_nvlink",
                         "communication.allreduce_latency_pcie",
                         "communication.allreduce_latency_per_peer",
                         "memory.decoder_per_sequence_vocab", "request_path.frontend",

@@ -28,6 +28,11 @@ struct EngineProfile {
   double attention_bandwidth_scale = 1;
   // Kernels per MoE layer besides the expert GEMMs (routing, token permutation, combine).
   int moe_dispatch_kernels = 0;
+  // The routed experts' grouped GEMMs (vLLM's fused_moe) reach this fraction of the card's GEMM
+  // compute rate, and stream the experts' weights at this multiple of the card's bandwidth
+  // efficiency (docs/cost-model.md#moe). Optional in the profile; 1 = as dense GEMMs.
+  double moe_compute_scale = 1;
+  double moe_bandwidth_scale = 1;
   // Time kernels from the card's measured tables (calibration/kernels/<card>/) where it has them
   // and they time this engine's kernels, instead of the roofline (docs/cost-model.md#measured-kernels).
   // Optional in the profile (`kernels.measured_kernels`); `capsim --measured-kernels` and
