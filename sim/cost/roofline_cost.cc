@@ -37,9 +37,7 @@ double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math) {
   return c.peak(math) * std::min(1.0, efficiency * e.compute_efficiency_scale);
 }
 
-// The bandwidth weight reads reach in GEMMs of `math` (its own efficiency where the card states
-// one), times `kernel_scale` (an engine's scale for a kernel family, e.g. its fused MoE).
-double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math, double kernel_scale = 1.0) {
+double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math, double kernel_scale) {
   const double own = math == Precision::kFp8 ? c.bandwidth_efficiency_fp8 : is_fp4(math) ? c.bandwidth_efficiency_fp4 : 0;
   const double efficiency = own > 0 ? own : c.bandwidth_efficiency;
   return c.memory_bandwidth * std::min(1.0, efficiency * e.bandwidth_efficiency_scale * kernel_scale);

@@ -28,8 +28,9 @@ class ExpertParallelMoe;
 // dense peak of `math` x the card's GEMM efficiency (compute_fp8 for fp8, compute_fp4 for fp4)
 // x the engine's scale, and peak bandwidth x the bandwidth efficiency of `math`'s GEMMs
 // (memory_bandwidth_fp8 / _fp4, else memory_bandwidth) x the engine's scale, each capped at peak.
+// `kernel_scale`: an engine's further scale for one kernel family (kernels.moe_bandwidth_scale).
 double gemm_flops_per_s(const Card& c, const EngineProfile& e, Precision math);
-double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math);
+double weight_bytes_per_s(const Card& c, const EngineProfile& e, Precision math, double kernel_scale = 1.0);
 // One linear layer of `p` weights run in `p` math: the roofline RooflineCost uses for it.
 // REQUIRES: c.supports(p).
 GemmRoofline linear_layer_roofline(const Card& c, const EngineProfile& e, Precision p);
