@@ -1,5 +1,7 @@
 #include "sim/scenario/engine_options.h"
 
+#include <type_traits>
+
 namespace capsim::scenario {
 namespace {
 

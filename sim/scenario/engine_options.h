@@ -14,7 +14,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <type_traits>
 #include <variant>
 #include <vector>
 

@@ -125,7 +125,8 @@ TEST_CASE("engine options: every row is reachable from the flags and the scenari
           },
           row.member);
     } else {
-      CHECK(fit.refusal == "The following argument was not expected: " + std::string(row.doc.flag));
+      CHECK(fit.refusal != "(accepted)");  // CLI11: the argument was not expected
+      CHECK(fit.refusal.find(row.doc.flag) != std::string::npos);
     }
   }
 }
