@@ -7,6 +7,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/run_limits.h"
+#include "sim/flags/engine_flags.h"
 #include "sim/report/json_output.h"
 
 namespace capsim::cli {
@@ -44,26 +45,8 @@ void add_deployment_flags(CLI::App& app, DeploymentSpec& d, bool with_limits) {
   app.add_option("--engine", d.engine, "serving engine profile (capsim list engines), or a path to an engine .yaml")
       ->capture_default_str();
   if (!with_limits) return;
-  app.add_option("--max-num-seqs", d.max_num_seqs,
-                 "most sequences per step (vLLM default: 1024 on >=70 GiB non-A100 GPUs, else 256)")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-num-batched-tokens", d.max_num_batched_tokens,
-                 "token budget per step (vLLM default: 8192 on >=70 GiB non-A100 GPUs, else 2048)")
-      ->check(CLI::Range(1, 1 << 24));
-  app.add_option("--block-size", d.block_size, "KV-cache block size in tokens (vLLM: 16)")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--gpu-memory-utilization", d.gpu_memory_utilization,
-                 "fraction of GPU memory the engine may use (vLLM: 0.9)")
-      ->check(CLI::Range(0.05, 1.0));
-  app.add_option("--max-model-len", d.max_model_len,
-                 "longest prompt + output a replica serves; longer requests are rejected (vLLM: "
-                 "the model's max_position_embeddings; must be <= it, and the KV cache must hold "
-                 "one such sequence)")
-      ->check(CLI::Range(1LL, 100'000'000LL));
-  app.add_option("--kv-offloading-size", d.kv_offloading_size,
-                 "GiB of host memory for a CPU tier of KV blocks (vLLM's OffloadingConnector, all "
-                 "ranks together; vLLM default: off): the tier's blocks")
-      ->check(CLI::Range(1e-6, 1e6));
+  // The engine options that size memory, from their table (sim/scenario/engine_options.h).
+  flags::add_engine_flags(app, flags::EngineFlagSet::kSchedulerLimits, d, nullptr);
 }
 
 void refuse_non_finite(CLI::App& app) {

@@ -2,12 +2,14 @@
 
 #include "sim/core/error.h"
 #include "sim/answers/compare_answer.h"
+#include "sim/flags/engine_flags.h"
 #include "sim/scenario/deployment_spec.h"
 
 namespace capsim::flags {
 
 using scenario::DeploymentSpec;
 using scenario::load_scenario_file;
+using scenario::member_of;
 using scenario::parse_slo_expression;
 
 void ScenarioFlags::add_to(CLI::App& cmd, bool with_deployment) { add(cmd, with_deployment, true); }
@@ -52,18 +54,16 @@ void ScenarioFlags::add(CLI::App& cmd, bool with_deployment, bool with_workload)
     kv_option_ = bind_dep(&DeploymentSpec::kv_cache, "--kv-cache,--kv-cache-dtype", "KV cache: auto, bf16, fp16, fp8");
   }
   bind_dep(&DeploymentSpec::engine, "--engine", "engine profile: vllm (default), tensorrt-llm, lmdeploy, or a path to an engine .yaml");
-  max_seqs_option_ = bind_dep(&DeploymentSpec::max_num_seqs, "--max-num-seqs", "most running sequences (vLLM default by card)")->check(CLI::Range(1, 1 << 20));
-  max_tokens_option_ = bind_dep(&DeploymentSpec::max_num_batched_tokens, "--max-num-batched-tokens", "token budget per step (vLLM default by card)")->check(CLI::Range(1, 1 << 24));
-  bind_dep(&DeploymentSpec::block_size, "--block-size", "KV block size in tokens (16)")->check(CLI::Range(1, 4096));
-  bind_dep(&DeploymentSpec::gpu_memory_utilization, "--gpu-memory-utilization", "memory fraction for the engine (0.9)")->check(CLI::Range(0.05, 1.0));
-  bind_dep(&DeploymentSpec::max_model_len, "--max-model-len", "longest prompt + output served, longer requests rejected (vLLM default: the model's context, capped here by the KV cache)")->check(CLI::Range(1LL, 100'000'000LL));
-  bind_dep(&DeploymentSpec::async_scheduling, "--async-scheduling",
-           "true/false: schedule the next step while one runs (vLLM >= 0.14 default: true; the engine profile's request_path.async_scheduling)");
-  bind_dep(&DeploymentSpec::kv_offloading_size, "--kv-offloading-size",
-           "GiB of host memory for a CPU tier of KV blocks (vLLM's OffloadingConnector, all ranks together; "
-           "vLLM default: off), e.g. 8")->check(CLI::Range(1e-6, 1e6));
-  bind_dep(&DeploymentSpec::kv_offloading_backend, "--kv-offloading-backend",
-           "the CPU tier's backend: native (vLLM's default; lmcache is not modelled)");
+  // The engine options, one flag per row of their table (sim/scenario/engine_options.h).
+  for (const EngineFlag& f : add_engine_flags(cmd, EngineFlagSet::kAll, cli_.deployment, &cli_)) {
+    setters_.emplace_back(f.option, [row = f.row](ScenarioSpec& dst, const ScenarioSpec& src) {
+      std::visit([&](auto m) { member_of(dst, m) = member_of(src, m); }, row->member);
+    });
+    if (f.row->member == scenario::EngineOptionMember(&DeploymentSpec::max_num_seqs)) max_seqs_option_ = f.option;
+    if (f.row->member == scenario::EngineOptionMember(&DeploymentSpec::max_num_batched_tokens)) {
+      max_tokens_option_ = f.option;
+    }
+  }
   bind_dep(&DeploymentSpec::speculative_config, "--speculative-config",
            "speculative decoding, vLLM's JSON: '{\"method\": \"eagle3\", \"num_speculative_tokens\": 3}'; "
            "methods eagle3, eagle, mtp (deepseek_mtp), ngram, draft_model (with \"model\": a catalogue name)");
@@ -97,8 +97,6 @@ void ScenarioFlags::add(CLI::App& cmd, bool with_deployment, bool with_workload)
          "(calibration/links.yaml: nvlink-h100, ib-ndr-400, roce-400, pcie-gen5-x16, ...)");
   }
   bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
-  bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
-  bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
   if (with_workload) {
     bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));
     bind(&ScenarioSpec::duration, "--duration", "stop sending after this long (e.g. 30min)");

@@ -21,24 +21,8 @@ std::string number_text(double v) {
   return buf;
 }
 
-double whole(const YAML::Node& n, const std::string& where, double lo, double hi) {
-  const std::string t = yaml_scalar(n, where);
-  const double v = parse_number(t, where);
-  if (v != std::floor(v) || v < lo || v > hi) {
-    throw Error(where + ": '" + t + "' is not a whole number in " + whole_text(lo) + ".." + whole_text(hi));
-  }
-  return v;
-}
-
 bool in_range(const FieldDoc& r, double v) {
   return (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
-}
-
-// The range in words: "(0.05, 1]", "> 0", "1..64".
-std::string range_words(const FieldDoc& r) {
-  if (r.type == FieldType::kWhole) return whole_text(r.lo) + ".." + whole_text(r.hi);
-  if (std::isinf(r.hi)) return (r.lo_open ? "> " : ">= ") + number_text(r.lo);
-  return (r.lo_open ? "(" : "[") + number_text(r.lo) + ", " + number_text(r.hi) + (r.hi_open ? ")" : "]");
 }
 
 // "5" or {dist:...} given as YAML -> the flag-string form Distribution::parse takes, so files and
@@ -74,6 +58,33 @@ std::string comma_list(const YAML::Node& n, const std::string& where) {
 
 }  // namespace
 
+std::string range_words(const FieldDoc& r) {
+  if (r.type == FieldType::kWhole) return whole_text(r.lo) + ".." + whole_text(r.hi);
+  if (std::isinf(r.hi)) return (r.lo_open ? "> " : ">= ") + number_text(r.lo);
+  return (r.lo_open ? "(" : "[") + number_text(r.lo) + ", " + number_text(r.hi) + (r.hi_open ? ")" : "]");
+}
+
+std::string number_refusal(const FieldDoc& row, const std::string& text) {
+  double v = 0;
+  try {
+    v = parse_number(text, "");
+  } catch (const Error& e) {
+    return std::string(e.what()).substr(2);  // parse_number's words after the empty "where: "
+  }
+  if (row.type == FieldType::kWhole) {
+    if (v != std::floor(v) || v < row.lo || v > row.hi) {
+      return "'" + text + "' is not a whole number in " + whole_text(row.lo) + ".." + whole_text(row.hi);
+    }
+    return "";
+  }
+  if (row.type == FieldType::kNumber && !in_range(row, v)) {
+    std::string message = row.range_error ? row.range_error : "must be in " + range_words(row);
+    if (const auto at = message.find("{}"); at != std::string::npos) message.replace(at, 2, text);
+    return message;
+  }
+  return "";
+}
+
 FieldValue read_value(const FieldDoc& row, const YAML::Node& n, const YAML::Node& parent, const ReadOptions& opt) {
   FieldValue v;
   v.where = opt.prefix + row.key;
@@ -82,15 +93,12 @@ FieldValue read_value(const FieldDoc& row, const YAML::Node& n, const YAML::Node
   v.base_dir = opt.base_dir;
   switch (row.type) {
     case FieldType::kText: v.text = yaml_scalar(n, v.where); break;
-    case FieldType::kWhole: v.number = whole(n, v.where, row.lo, row.hi); break;
+    case FieldType::kWhole:
     case FieldType::kNumber: {
-      v.text = yaml_scalar(n, v.where);
-      v.number = parse_number(v.text, v.where);
-      if (!in_range(row, v.number)) {
-        std::string message = row.range_error ? row.range_error : "must be in " + range_words(row);
-        if (const auto at = message.find("{}"); at != std::string::npos) message.replace(at, 2, v.text);
-        throw Error(v.where + ": " + message);
-      }
+      const std::string t = yaml_scalar(n, v.where);
+      if (const std::string why = number_refusal(row, t); !why.empty()) throw Error(v.where + ": " + why);
+      v.number = parse_number(t, v.where);
+      if (row.type == FieldType::kNumber) v.text = t;
       break;
     }
     case FieldType::kBool:

@@ -71,6 +71,11 @@ struct Field {
   FieldDoc doc;
   void (*set)(Target&, const FieldValue&);
 };
+// How read_fields applies a row; a table of another row type (engine_options.h) gives its own.
+template <class Target>
+void apply_field(const Field<Target>& row, Target& target, const FieldValue& v) {
+  row.set(target, v);
+}
 
 // A table as the docs and the API schema see it.
 struct SectionDoc {
@@ -97,6 +102,13 @@ struct ReadOptions {
   bool check_unknown = true;
 };
 
+// A kWhole or kNumber row's range in words: "1..64", "(0.05, 1]", "> 0".
+std::string range_words(const FieldDoc& row);
+// Why `text` is refused for a kWhole or kNumber row, as the words after "where: " (not a plain
+// number, negative, not whole, out of the row's range); "" when accepted. The one check of both
+// read_value and the command line's flags built from rows (sim/flags/engine_flags.h).
+std::string number_refusal(const FieldDoc& row, const std::string& text);
+
 // `row`'s value in `node` (present), checked against the row's type and range.
 FieldValue read_value(const FieldDoc& row, const YAML::Node& node, const YAML::Node& parent,
                       const ReadOptions& opt);
@@ -106,11 +118,13 @@ void check_required(const YAML::Node& section, const std::vector<FieldDoc>& rows
 void check_section_keys(const YAML::Node& section, const std::string& where,
                         const std::vector<FieldDoc>& rows, const std::vector<std::string>& own_keys);
 
-// Reads the fields of `section` present in it, in row order, into `target`.
-template <class Target>
-void read_fields(const YAML::Node& section, const std::string& where, std::span<const Field<Target>> rows,
-                 Target& target, const ReadOptions& opt) {
-  const std::vector<FieldDoc> docs = docs_of(rows);
+// Reads the fields of `section` present in it, in row order, into `target`: rows of any type
+// with a FieldDoc `doc` that apply_field applies (read_fields for a table of Field<Target>).
+template <class Target, class Row>
+void read_rows(const YAML::Node& section, const std::string& where, std::span<const Row> rows, Target& target,
+               const ReadOptions& opt) {
+  std::vector<FieldDoc> docs;
+  for (const auto& r : rows) docs.push_back(r.doc);
   if (opt.check_unknown) check_section_keys(section, where, docs, opt.own_keys);
   check_required(section, docs, opt.prefix);
   for (const auto& r : rows) {
@@ -120,8 +134,14 @@ void read_fields(const YAML::Node& section, const std::string& where, std::span<
     for (const auto& k : opt.own_keys) own = own || k == r.doc.key;
     if (own) continue;
     if (opt.origin && r.doc.origin) (*opt.origin)[r.doc.flag] = opt.prefix + r.doc.key;
-    r.set(target, read_value(r.doc, n, section, opt));
+    apply_field(r, target, read_value(r.doc, n, section, opt));
   }
+}
+
+template <class Target>
+void read_fields(const YAML::Node& section, const std::string& where, std::span<const Field<Target>> rows,
+                 Target& target, const ReadOptions& opt) {
+  read_rows<Target, Field<Target>>(section, where, rows, target, opt);
 }
 
 // The tables as Markdown (docs/data-formats.md#scenario-fields; no newline at the end) and as a JSON schema of the

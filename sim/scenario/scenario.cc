@@ -149,7 +149,7 @@ std::string attributed(const std::map<std::string, std::string>& origin, const s
 }
 
 // `d` resolved, its messages naming the scenario file's fields: the main group's through
-// s.origin; a further group (read at `group_where`) has its own card, tp and weights.
+// s.origin; a further group (read at `group_where`) has its own card, tp, weights and KV cache.
 Deployment resolve_named(const ScenarioSpec& s, const DeploymentSpec& d, const std::string& group_where = "") {
   try {
     return d.resolve();
@@ -157,6 +157,7 @@ Deployment resolve_named(const ScenarioSpec& s, const DeploymentSpec& d, const s
     std::map<std::string, std::string> origin = s.origin;
     if (!group_where.empty()) {
       for (const char* key : {"card", "tp", "weights"}) origin[std::string("--") + key] = group_where + "." + key;
+      origin["--kv-cache"] = group_where + ".kv_cache";
     }
     throw Error(attributed(origin, e.what()));
   }

@@ -1,6 +1,7 @@
 // The scenario file's sections as tables: one row per field reads, checks and documents it.
 // A row's order is the order `unknown field` messages list the keys in and the order the
-// fields are applied in (prefix_caching, then enable_prefix_caching: the later wins).
+// fields are applied in. The `engine:` section's rows are the engine options' table
+// (engine_options.h), which the command-line flags are built from too.
 #include "sim/scenario/scenario_fields.h"
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "sim/cluster/disaggregation.h"
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/scenario/engine_options.h"
 #include "sim/scenario/scenario.h"
 
 namespace capsim::scenario {
@@ -65,50 +67,6 @@ const Row kDeploymentFields[] = {
       .default_text = "1.3", .lo = 1, .hi = 64, .range_error = "{} is not a max/mean load ratio; accepted: 1 to 64",
       .flag = "--expert-imbalance", .origin = true},
      [](ScenarioSpec& s, const FieldValue& v) { s.deployment.expert_imbalance = v.number; }},
-};
-
-const Row kEngineFields[] = {
-    {{.key = "max_num_seqs", .type = T::kWhole, .doc = "sequences in one batch", .default_text = "the engine's for the card",
-      .lo = 1, .hi = 1 << 20, .flag = "--max-num-seqs", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.max_num_seqs = v.whole(); }},
-    {{.key = "max_num_batched_tokens", .type = T::kWhole, .doc = "tokens in one step",
-      .default_text = "the engine's for the card", .lo = 1, .hi = 1 << 24, .flag = "--max-num-batched-tokens",
-      .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.max_num_batched_tokens = v.whole(); }},
-    {{.key = "block_size", .type = T::kWhole, .doc = "tokens per KV-cache block", .default_text = "16", .unit = "tokens",
-      .lo = 1, .hi = 4096, .flag = "--block-size", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.block_size = v.whole(); }},
-    {{.key = "gpu_memory_utilization", .type = T::kNumber, .doc = "share of each GPU's memory the engine takes",
-      .default_text = "0.9", .lo = 0.05, .hi = 1, .lo_open = true, .range_error = "must be in (0.05, 1]",
-      .flag = "--gpu-memory-utilization", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.gpu_memory_utilization = v.number; }},
-    {{.key = "prefix_caching", .type = T::kBool, .doc = "reuse cached KV blocks of shared prefixes",
-      .default_text = "true (vLLM V1)", .flag = "--prefix-caching"},
-     [](ScenarioSpec& s, const FieldValue& v) { s.prefix_caching = v.flag; }},
-    {{.key = "enable_prefix_caching", .type = T::kBool, .doc = "the same as prefix_caching (vLLM's name)",
-      .default_text = "true (vLLM V1)", .flag = "--prefix-caching"},
-     [](ScenarioSpec& s, const FieldValue& v) { s.prefix_caching = v.flag; }},
-    {{.key = "policy", .type = T::kText, .doc = "the engine's scheduler", .default_text = "vllm-v1",
-      .accepted = "vllm-v1, prefill-first, static", .flag = "--scheduler"},
-     [](ScenarioSpec& s, const FieldValue& v) { s.policy = v.text; }},
-    {{.key = "max_model_len", .type = T::kWhole,
-      .doc = "longest prompt + output served, longer requests rejected; at most the model's context, and the KV "
-             "cache must hold one such sequence",
-      .default_text = "the model's context, capped by the KV cache", .unit = "tokens", .lo = 1, .hi = 100'000'000,
-      .flag = "--max-model-len", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.max_model_len = v.whole(); }},
-    {{.key = "async_scheduling", .type = T::kBool, .doc = "schedule the next step while this one runs (vLLM --async-scheduling)",
-      .default_text = "the engine profile's", .flag = "--async-scheduling", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.async_scheduling = v.flag; }},
-    {{.key = "kv_offloading_size", .type = T::kNumber,
-      .doc = "host memory for a CPU tier of KV blocks, all ranks together (vLLM --kv-offloading-size; "
-             "docs/cost-model.md#cpu-kv-offloading)",
-      .default_text = "none", .unit = "GiB", .lo = 0, .hi = 1e6, .lo_open = true,
-      .range_error = "must be in (0, 1000000] GiB", .flag = "--kv-offloading-size", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.kv_offloading_size = v.number; }},
-    {{.key = "kv_offloading_backend", .type = T::kText, .doc = "the CPU tier's backend", .default_text = "native",
-      .accepted = "native (vLLM's default, the only one modelled)", .flag = "--kv-offloading-backend", .origin = true},
-     [](ScenarioSpec& s, const FieldValue& v) { s.deployment.kv_offloading_backend = v.text; }},
 };
 
 // workload.stages: [{rate, duration}, ...] as the flag's text "5@10min,10@10min,20".
@@ -283,20 +241,30 @@ const Field<Disaggregation> kDisaggregationFields[] = {
      [](Disaggregation& d, const FieldValue& v) { d.kv_link = v.text; }},
 };
 
+// A further deployment group: its own pool fields and KV-cache precision.
+const char* const kFurtherGroupKeys = "card, tp, replicas, weights, kv_cache";
+
 void read_deployment(ScenarioSpec& s, const FieldValue& v) {
   const auto group = [&](const YAML::Node& g, const std::string& w, bool first) {
     const ReadOptions opt{.prefix = w + ".", .origin = &s.origin};
     if (first) return read_fields<ScenarioSpec>(g, w, kDeploymentFields, s, opt);
     check_keys(g, w, accepted_keys(docs_of<ScenarioSpec>(kDeploymentFields), {}));
+    // What one engine shares over its groups is read from the first group; a further group
+    // naming it is refused rather than ignored.
     for (const char* k : {"pp", "dp", "enable_expert_parallel", "expert_imbalance"}) {
       if (g[k]) {
         throw Error(w + "." + k + ": pipeline, data and expert parallelism are read from the "
-                    "first deployment group only; accepted here: card, tp, replicas, weights");
+                    "first deployment group only; accepted here: " + kFurtherGroupKeys);
       }
+    }
+    if (g["engine"]) {
+      throw Error(w + ".engine: every group runs the first deployment group's engine profile (one scheduler "
+                  "and its settings for the fleet); accepted here: " + kFurtherGroupKeys);
     }
     ScenarioSpec::ExtraGroup e;
     e.where = w;
     read_fields<ScenarioSpec::ExtraGroup>(g, w, kPoolFields, e, {.prefix = w + ".", .check_unknown = false});
+    if (g["kv_cache"]) e.kv_cache = yaml_scalar(g["kv_cache"], w + ".kv_cache");
     s.extra_groups.push_back(e);
   };
   if (v.node.IsSequence()) {
@@ -346,12 +314,14 @@ const Row kRootFields[] = {
       .accepted = "a catalogue name, Hugging Face id or config.json path", .flag = "--model", .origin = true},
      [](ScenarioSpec& s, const FieldValue& v) { s.deployment.model = v.text; }},
     {{.key = "deployment", .type = T::kCustom,
-      .doc = "one group, or a list for a mixed fleet behind one router (further groups: card, tp, replicas, weights)",
+      .doc = "one group, or a list for a mixed fleet behind one router (further groups: card, tp, replicas, weights, kv_cache)",
       .section = "deployment", .type_words = "mapping or list",
       .json_schema = R"({"oneOf": [{"$section": "deployment"}, {"type": "array", "items": {"$section": "deployment"}}]})"},
      read_deployment},
     {{.key = "engine", .type = T::kSection, .doc = "the engine's settings, by vLLM's names", .section = "engine"},
-     [](ScenarioSpec& s, const FieldValue& v) { read_fields<ScenarioSpec>(v.node, v.where, kEngineFields, s, section_options(s, v)); }},
+     [](ScenarioSpec& s, const FieldValue& v) {
+       read_rows<ScenarioSpec, EngineOption>(v.node, v.where, engine_options(), s, section_options(s, v));
+     }},
     {{.key = "router", .type = T::kText, .doc = "how the router picks a replica", .default_text = "least-outstanding",
       .accepted = "round-robin, least-outstanding, prefix-aware, size-aware", .flag = "--router"},
      [](ScenarioSpec& s, const FieldValue& v) { s.router = v.text; }},
@@ -426,11 +396,11 @@ void apply_scenario_yaml(const YAML::Node& root, const std::string& label, const
 std::vector<SectionDoc> scenario_field_sections() {
   return {
       {"", "every field is optional; a flag of the same name overrides it", docs_of<ScenarioSpec>(kRootFields)},
-      {"deployment", "the deployment group (the first of a list); pp, dp and expert parallelism are read from it only",
+      {"deployment", "the deployment group (the first of a list); pp, dp, expert parallelism and the engine are read from it only",
        docs_of<ScenarioSpec>(kDeploymentFields)},
-      {"pool", "a further deployment group, or disaggregation's prefill or decode pool",
+      {"pool", "a further deployment group (which also takes kv_cache), or disaggregation's prefill or decode pool",
        docs_of<ScenarioSpec::ExtraGroup>(kPoolFields)},
-      {"engine", "vLLM's names; defaults from the engine profile and the card", docs_of<ScenarioSpec>(kEngineFields)},
+      {"engine", "vLLM's names; defaults from the engine profile and the card", engine_option_docs()},
       {"workload", "one kind: trace > users > concurrency > rate / offline", docs_of<ScenarioSpec>(kWorkloadFields)},
       {"disaggregation", "prefill and decode pools (docs/deployment-options.md#prefilldecode-disaggregation)",
        docs_of<Disaggregation>(kDisaggregationFields)},
