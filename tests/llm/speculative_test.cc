@@ -318,11 +318,13 @@ TEST_CASE("speculative: the verify step's speed-up shrinks with the batch, 70B o
   }
   CHECK(found);
   // The plain step at 256 is 33.0 ms (capsim roofline --model llama-3.1-70b --card h100-sxm --tp 4
-  // --batch 256 --context 1000); the verify adds ~(38.4 - 14.6) ms of MLP and ~5 ms of
-  // projections and LM head: ~62 ms, a speed-up near 2.952 x 33 / 62 = 1.6, half of batch 1's.
-  CHECK(speed_up(256) < 1.7);
-  CHECK(speed_up(256) > 1.3);
-  CHECK(speed_up(256) < 0.6 * speed_up(1));
+  // --batch 256 --context 1000); the verify adds (38.4 - 14.6) ms of MLP, ~15 ms of all-reduces
+  // over 4 x the activations (5.4 ms for 256 tokens), ~5 ms of projections and ~4 ms of
+  // elementwise kernels: ~80 ms, a speed-up near 2.952 x 33 / 80 = 1.2 (capsim: 1.27), under
+  // half of batch 1's.
+  CHECK(speed_up(256) < 1.35);
+  CHECK(speed_up(256) > 1.15);
+  CHECK(speed_up(256) < 0.5 * speed_up(1));
 }
 
 TEST_CASE("speculative: an MTP module's passes read the target's fp8 experts, by hand", "[speculative][cost]") {
@@ -348,7 +350,11 @@ TEST_CASE("speculative: an MTP module's passes read the target's fp8 experts, by
     if (g.group == "draft_later_passes") later = g.bytes;
   }
   REQUIRE(later > 0);
+  // The weights, 1,671,801,664 B, plus under 10% of activations, MoE dispatch buffers (66 MB)
+  // and logits (capsim roofline --model deepseek-v3 --card h200 --tp 8 --batch 256 --context 12,
+  // per layer: 1,810.7 MB in all).
   const double hand = 1'410'727'936.0 + 29'403'968.0 + 231'669'760.0;
-  CHECK(later == Approx(hand).epsilon(0.05));
+  CHECK(later > hand);
+  CHECK(later < 1.1 * hand);
   CHECK(later < 2.0 * 11'274'289'152.0 / 8);
 }
