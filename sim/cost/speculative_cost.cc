@@ -35,10 +35,14 @@ SpeculativeCost::SpeculativeCost(std::shared_ptr<const StepCost> inner, const De
   proposer_->model = *p;
   proposer_->speculative.reset();
   proposer_->lora.reset();
-  // Heads and drafts ship in 16-bit beside a quantised target (the published EAGLE-3 heads
-  // are bf16); a draft model runs at the target's precision only when that is 16-bit too.
-  proposer_->weights = native_half(d.card);
-  proposer_->expert_weights.reset();
+  // EAGLE heads and drafts ship in 16-bit beside a quantised target (the published EAGLE-3
+  // heads are bf16). An MTP module is a layer of the target's own checkpoint and loads with its
+  // quantisation (vLLM deepseek_mtp.py passes the target's quant_config), so its passes read
+  // the fp8 experts DeepSeek-V3 ships, as proposer_weight_bytes counts them in memory.
+  if (!d.speculative->info().same_layer_kind) {
+    proposer_->weights = native_half(d.card);
+    proposer_->expert_weights.reset();
+  }
   // The target's step already counts the engine's per-step and per-sequence work.
   proposer_->engine.step_overhead_s = 0;
   proposer_->engine.per_sequence_overhead_s = 0;

@@ -8,7 +8,9 @@
 //     counted without its context there); each pass is the proposer's own roofline step (RooflineCost
 //     of the proposer on the same card and TP) without the engine's per-step overheads, which
 //     the target's step already counts;
-//   n-gram: nothing on the GPU (the lookup runs on the CPU while the GPU works).
+//   n-gram: nothing on the GPU. The lookup runs on the CPU after the step's tokens are back
+//     (which is why vLLM schedules synchronously with it: DeploymentSpec::resolve); its CPU
+//     time is not modelled.
 #pragma once
 
 #include <memory>

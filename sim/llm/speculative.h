@@ -32,7 +32,8 @@ struct SpeculativeMethod {
   std::string description;
   Proposer proposer = Proposer::kHead;
   int default_tokens = 0;   // k when num_speculative_tokens is not given (0 = required)
-  // The cited default acceptance (one alpha, no decay); empty = the user must give one.
+  // The cited default acceptance of the first draft (default_decay below); empty = the user
+  // must give one.
   std::optional<double> default_acceptance;
   std::string source;       // where the default comes from
   // EAGLE-3 heads carry their own LM head over a reduced draft vocabulary (32000 in the
@@ -41,6 +42,10 @@ struct SpeculativeMethod {
   // MTP modules are a layer of the target's own kind (an MoE layer for DeepSeek-V3); EAGLE
   // heads are one dense layer.
   bool same_layer_kind = false;
+  // Default alpha_i = default_acceptance x default_decay^(i-1). Below 1 where a cited number
+  // shows the proposer run past the depth it was trained for (DeepSeek-V3's one MTP module
+  // reused for drafts 2..k).
+  double default_decay = 1.0;
 };
 
 // The method table; unknown names throw with the accepted ones.

@@ -72,7 +72,8 @@ SpeculativeConfig parse_speculative(const std::string& json, const std::optional
       throw Error(w + ".model: " + e.what());
     }
   }
-  const double d = decay.value_or(1.0);
+  // A given alpha decays only when told to; the method's own default carries its cited decay.
+  const double d = decay.value_or(acceptance ? 1.0 : m.default_decay);
   if (!(d > 0 && d <= 1)) throw Error("--spec-acceptance-decay: " + std::to_string(d) + " is not in (0, 1]");
   if (acceptance) {
     std::vector<double> values;
@@ -172,6 +173,19 @@ Deployment DeploymentSpec::resolve() const {
   }
   if (speculative_config) {
     d.speculative = parse_speculative(*speculative_config, spec_acceptance, spec_acceptance_decay);
+    const Proposer proposer = d.speculative->info().proposer;
+    if (d.engine.async_scheduling && (proposer == Proposer::kNgram || proposer == Proposer::kDraftModel)) {
+      // vLLM schedules ahead only with drafters that draft from the GPU's sampled tokens
+      // (EAGLE/MTP; v0.14 release notes, vllm/config/vllm.py): the n-gram lookup, and in the
+      // versions profiled a draft model, wait for the step's tokens on the CPU. Unset, vLLM
+      // turns asynchronous scheduling off with a warning; asked for, it refuses to start.
+      if (async_scheduling) {
+        throw Error("--async-scheduling: vLLM refuses asynchronous scheduling with " + d.speculative->method +
+                    " speculative decoding (only EAGLE/MTP drafters support it); accepted with " +
+                    d.speculative->method + ": false");
+      }
+      d.engine.async_scheduling = false;
+    }
   } else if (spec_acceptance || spec_acceptance_decay) {
     throw Error("--spec-acceptance: needs --speculative-config (the method and k it applies to)");
   }

@@ -229,3 +229,132 @@ TEST_CASE("speculative: the verify step is a (k+1)-token decode plus the propose
   const SpeculativeCost ngram(target, ng);
   CHECK(ngram.seconds(b) == target->seconds(b));
 }
+
+TEST_CASE("speculative: MTP's cited default decays past the one trained module, by hand", "[speculative]") {
+  using scenario::parse_speculative;
+  // DeepSeek-V3's one MTP module: 0.85 for the first draft (arXiv 2412.19437 section 5.4.3), then
+  // a decay of 0.83 per later draft (the module reused at K = 7 reaches 3.09 tokens per verify,
+  // nebius/MTP-DeepSeek-V3-0324 model card). k = 3: alphas 0.85, 0.7055, 0.585565;
+  // E[A] = 1 + 0.85 + 0.85 x 0.7055 + 0.85 x 0.7055 x 0.585565
+  //      = 1 + 0.85 + 0.599675 + 0.351149 = 2.800824 (a flat 0.85 gave 3.186625).
+  const SpeculativeConfig k3 = parse_speculative(R"({"method": "mtp", "num_speculative_tokens": 3})", std::nullopt, std::nullopt);
+  REQUIRE(k3.acceptance.size() == 3);
+  CHECK(k3.acceptance[0] == Approx(0.85));
+  CHECK(k3.acceptance[1] == Approx(0.7055));
+  CHECK(k3.acceptance[2] == Approx(0.585565));
+  CHECK(k3.expected_tokens() == Approx(2.800824).epsilon(1e-6));
+  // K = 7 lands on the published length: 3.0698 against 3.09 (within 1%).
+  const SpeculativeConfig k7 = parse_speculative(R"({"method": "mtp", "num_speculative_tokens": 7})", std::nullopt, std::nullopt);
+  CHECK(k7.expected_tokens() == Approx(3.09).epsilon(0.01));
+  // k = 1 is the report's own number, unchanged: 1.85.
+  CHECK(parse_speculative(R"({"method": "mtp"})", std::nullopt, std::nullopt).expected_tokens() == Approx(1.85));
+  // A user's alpha stays flat unless a decay is given; a decay of 1 flattens the default.
+  CHECK(parse_speculative(R"({"method": "mtp", "num_speculative_tokens": 3})", std::string("0.85"), std::nullopt).acceptance ==
+        std::vector<double>{0.85, 0.85, 0.85});
+  CHECK(parse_speculative(R"({"method": "mtp", "num_speculative_tokens": 3})", std::nullopt, 1.0).acceptance ==
+        std::vector<double>{0.85, 0.85, 0.85});
+  // The EAGLE-3 default (a flat alpha fitted to an acceptance length) is not decayed.
+  CHECK(parse_speculative(R"({"method": "eagle3", "num_speculative_tokens": 3})", std::nullopt, std::nullopt).acceptance ==
+        std::vector<double>{0.65, 0.65, 0.65});
+}
+
+TEST_CASE("speculative: vLLM schedules synchronously with n-gram and draft-model drafting", "[speculative]") {
+  // vLLM (v0.14 release notes; vllm/config/vllm.py) keeps asynchronous scheduling for EAGLE/MTP
+  // drafters only: unset it turns it off, asked for it refuses to start.
+  const auto spec_with = [](const std::string& json, std::optional<bool> async) {
+    scenario::DeploymentSpec s;
+    s.model = "llama-3.1-8b";
+    s.card = "h100-sxm";
+    s.speculative_config = json;
+    s.spec_acceptance = "0.6";
+    s.async_scheduling = async;
+    return s;
+  };
+  REQUIRE(spec_with(R"({"method": "eagle3"})", std::nullopt).resolve().engine.async_scheduling);
+  CHECK_FALSE(spec_with(R"({"method": "ngram"})", std::nullopt).resolve().engine.async_scheduling);
+  CHECK_FALSE(spec_with(R"({"method": "draft_model", "model": "llama-3.2-1b"})", std::nullopt).resolve().engine.async_scheduling);
+  CHECK_FALSE(spec_with(R"({"method": "ngram"})", false).resolve().engine.async_scheduling);
+  CHECK_THROWS_WITH(spec_with(R"({"method": "ngram"})", true).resolve(),
+                    Contains("--async-scheduling: vLLM refuses asynchronous scheduling with ngram speculative decoding") &&
+                        Contains("accepted with ngram: false"));
+  // EAGLE/MTP keep it either way.
+  CHECK(spec_with(R"({"method": "eagle3"})", true).resolve().engine.async_scheduling);
+}
+
+TEST_CASE("speculative: the verify step's speed-up shrinks with the batch, 70B on H100, by hand", "[speculative][cost]") {
+  // Llama-3.1-70B, TP 4 on H100 SXM, k = 3 at alpha 0.8: E[A] = 1 + 0.8 + 0.64 + 0.512 = 2.952
+  // tokens per verify. n-gram drafting, so the speed-up is the verify step's alone:
+  // speed-up(b) = 2.952 x T(b plain decodes) / T(b decodes verifying 3 drafts each).
+  using namespace capsim::test;
+  Deployment d = deployment("llama-3.1-70b", "h100-sxm", 4);
+  d.speculative = config("ngram", 3, {0.8, 0.8, 0.8});
+  CHECK(d.speculative->expected_tokens() == Approx(2.952));
+  const auto target = std::make_shared<RooflineCost>(d);
+  const SpeculativeCost spec(target, d);
+  const auto speed_up = [&](int batch) {
+    BatchShape plain, verify;
+    for (int i = 0; i < batch; ++i) {
+      plain.add_decode(1000);
+      verify.add_speculative_decode(1000, 3);
+    }
+    return 2.952 * spec.seconds(plain) / spec.seconds(verify);
+  };
+  // Batch 1: every GEMM is memory-bound (35 GB of weights per GPU against 4 tokens' FLOPs), so
+  // the 4-token verify costs what 1 token does, to within 2%: speed-up > 2.952 / 1.02 = 2.89.
+  CHECK(speed_up(1) > 2.89);
+  // Batch 256: 1024 query tokens. The MLP alone is 2 x 1024 x 3 x 8192 x 28672 x 80 / 4 =
+  // 28.86 TFLOP per GPU, 38.4 ms at the H100's 751.9 TFLOP/s achieved (989 x 0.76), against
+  // 11.0 ms to read its 28.2 GB: compute-bound, 4 x the plain step's 9.6 ms of MLP FLOPs.
+  BatchShape verify;
+  for (int i = 0; i < 256; ++i) verify.add_speculative_decode(1000, 3);
+  const StepBreakdown b = spec.breakdown(verify);
+  bool found = false;
+  for (const auto& g : b.groups) {
+    if (g.group != "mlp") continue;
+    found = true;
+    CHECK(g.flops == Approx(2.0 * 1024 * 3 * 8192.0 * 28672 * 80 / 4).epsilon(1e-9));
+    CHECK(g.compute_s == Approx(2.0 * 1024 * 3 * 8192.0 * 28672 * 80 / 4 / 751.9e12).epsilon(0.01));
+    CHECK(g.compute_s > 3 * g.memory_s);
+  }
+  CHECK(found);
+  // The plain step at 256 is 33.0 ms (capsim roofline --model llama-3.1-70b --card h100-sxm --tp 4
+  // --batch 256 --context 1000); the verify adds (38.4 - 14.6) ms of MLP, ~15 ms of all-reduces
+  // over 4 x the activations (5.4 ms for 256 tokens), ~5 ms of projections and ~4 ms of
+  // elementwise kernels: ~80 ms, a speed-up near 2.952 x 33 / 80 = 1.2 (capsim: 1.27), under
+  // half of batch 1's.
+  CHECK(speed_up(256) < 1.35);
+  CHECK(speed_up(256) > 1.15);
+  CHECK(speed_up(256) < 0.5 * speed_up(1));
+}
+
+TEST_CASE("speculative: an MTP module's passes read the target's fp8 experts, by hand", "[speculative][cost]") {
+  // DeepSeek-V3 on 8 x H200, TP 8, MTP k = 2. The later pass of 256 sequences (context 10, so
+  // the KV is negligible) routes 256 x 8 experts over 256: all but e^-8 of them are read. Per GPU
+  // at fp8 (1 B a weight + an fp32 scale per row, speculative memory test above): routed experts
+  // 11,285,823,488 / 8 = 1,410,727,936 B; attention, shared expert and router 235,231,744 / 8 =
+  // 29,403,968 B; the LM head 129,280 x 7168 x 2 B / 8 = 231,669,760 B: about 1.67 GB. Read at
+  // 16-bit (as every head was before) the experts alone would be 2 x 11,274,289,152 / 8 = 2.82 GB.
+  scenario::DeploymentSpec s;
+  s.model = "deepseek-v3";
+  s.card = "h200";
+  s.tp = 8;
+  s.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
+  const Deployment d = s.resolve();
+  const auto target = std::make_shared<RooflineCost>(d);
+  const SpeculativeCost spec(target, d);
+  BatchShape b;
+  for (int i = 0; i < 256; ++i) b.add_speculative_decode(10, 2);
+  const StepBreakdown br = spec.breakdown(b);
+  double later = -1;
+  for (const auto& g : br.groups) {
+    if (g.group == "draft_later_passes") later = g.bytes;
+  }
+  REQUIRE(later > 0);
+  // The weights, 1,671,801,664 B, plus under 10% of activations, MoE dispatch buffers (66 MB)
+  // and logits (capsim roofline --model deepseek-v3 --card h200 --tp 8 --batch 256 --context 12,
+  // per layer: 1,810.7 MB in all).
+  const double hand = 1'410'727'936.0 + 29'403'968.0 + 231'669'760.0;
+  CHECK(later > hand);
+  CHECK(later < 1.1 * hand);
+  CHECK(later < 2.0 * 11'274'289'152.0 / 8);
+}
