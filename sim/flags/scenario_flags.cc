@@ -97,7 +97,7 @@ void ScenarioFlags::add(CLI::App& cmd, bool with_deployment, bool with_workload)
          "(calibration/links.yaml: nvlink-h100, ib-ndr-400, roce-400, pcie-gen5-x16, ...)");
   }
   bind(&ScenarioSpec::router, "--router", "round-robin, least-outstanding (default), prefix-aware, size-aware");
-  bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1 (default), prefill-first, static");
+  bind(&ScenarioSpec::policy, "--scheduler", "engine scheduler: vllm-v1, prefill-first, sglang, static (default: the engine's, vllm-v1 for vllm)");
   bind(&ScenarioSpec::prefix_caching, "--prefix-caching", "true/false (vLLM V1 default: true)");
   if (with_workload) {
     bind(&ScenarioSpec::requests, "--requests,-n", "requests to send (open loop default 1000)")->check(CLI::Range(1LL, 2'000'000'000LL));

@@ -88,8 +88,8 @@ const Row kEngineFields[] = {
     {{.key = "enable_prefix_caching", .type = T::kBool, .doc = "the same as prefix_caching (vLLM's name)",
       .default_text = "true (vLLM V1)", .flag = "--prefix-caching"},
      [](ScenarioSpec& s, const FieldValue& v) { s.prefix_caching = v.flag; }},
-    {{.key = "policy", .type = T::kText, .doc = "the engine's scheduler", .default_text = "vllm-v1",
-      .accepted = "vllm-v1, prefill-first, static", .flag = "--scheduler"},
+    {{.key = "policy", .type = T::kText, .doc = "the engine's scheduler", .default_text = "the engine profile's (vllm-v1; sglang for --engine sglang)",
+      .accepted = "vllm-v1, prefill-first, sglang, static", .flag = "--scheduler"},
      [](ScenarioSpec& s, const FieldValue& v) { s.policy = v.text; }},
     {{.key = "max_model_len", .type = T::kWhole,
       .doc = "longest prompt + output served, longer requests rejected; at most the model's context, and the KV "
