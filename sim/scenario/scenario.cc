@@ -117,20 +117,22 @@ void validate_names(const ScenarioSpec& s) {
   if (!s.policy.empty()) {
     named("--scheduler", [&] { make_policy(s.policy); });
   } else {
-    const EngineProfile e = is_engine_file(eng) ? EngineCatalogue::load_file(eng) : find_engine(eng);
-    try {
-      make_policy(e.scheduler_policy);
-    } catch (const Error& err) {
-      const std::string what = err.what();
-      throw Error(e.file + ": scheduler.policy" + what.substr(what.find(':')));
-    }
+    scheduler_policy(s);  // the engine file's scheduler.policy: its message names the file
   }
 }
 
 std::string scheduler_policy(const ScenarioSpec& s) {
   if (!s.policy.empty()) return s.policy;
   const std::string& eng = s.deployment.engine;
-  return (is_engine_file(eng) ? EngineCatalogue::load_file(eng) : find_engine(eng)).scheduler_policy;
+  const EngineProfile e = is_engine_file(eng) ? EngineCatalogue::load_file(eng) : find_engine(eng);
+  try {
+    make_policy(e.scheduler_policy);
+  } catch (const Error& err) {
+    // make_policy words it for --scheduler; the name came from the engine file.
+    const std::string what = err.what();
+    throw Error(e.file + ": scheduler.policy" + what.substr(what.find(':')));
+  }
+  return e.scheduler_policy;
 }
 
 void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given) {

@@ -167,13 +167,13 @@ TEST_CASE("sglang: a bad scheduler section names the engine file and field", "[e
     return path;
   };
   const std::string unknown = write("unknown.yaml", "policy: sglang", "policy: sglang-fast");
-  const auto a = run_capsim("simulate --model llama-3.1-8b --card h100-sxm --requests 5 -q --engine " + unknown);
+  const auto a = run_capsim("simulate --model llama-3.1-8b --card h100-sxm --rate 1 --requests 5 -q --engine " + unknown);
   CHECK(a.status == 2);
   CHECK(has(a.err, "unknown.yaml: scheduler.policy"));
   CHECK(has(a.err, "sglang-fast"));
   CHECK(has(a.err, "vllm-v1"));  // the accepted names
   const std::string ratio = write("ratio.yaml", "init_new_token_ratio: {value: 0.7", "init_new_token_ratio: {value: 1.5");
-  const auto b = run_capsim("simulate --model llama-3.1-8b --card h100-sxm --requests 5 -q --engine " + ratio);
+  const auto b = run_capsim("simulate --model llama-3.1-8b --card h100-sxm --rate 1 --requests 5 -q --engine " + ratio);
   CHECK(b.status == 2);
   CHECK(has(b.err, "scheduler.init_new_token_ratio"));
   CHECK(has(b.err, "outside the accepted range"));
