@@ -276,11 +276,11 @@ std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
     t.weights_spec = g == 0 ? spec.deployment.weights : spec.extra_groups[g - 1].weights;
     t.replicas = groups[g].replicas;
     t.router = spec.router;
-    t.policy = spec.policy;
+    t.policy = scheduler_policy(spec);
     t.chat = spec.users.has_value() || spec.turns != "1" || spec.system_prompt_tokens > 0;
     // The context the simulated replicas served: the same memory plan the simulation makes
     // (sim/cluster/cluster.cc: plan_memory(d, 1, policy == vllm-v1)).
-    const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");
+    const MemoryPlan plan = plan_memory(t.deployment, 1, scheduler_policy(spec) == "vllm-v1");
     if (plan.fits) t.served_max_model_len = plan.max_model_len;
     out.push_back(t);
   }
@@ -292,7 +292,7 @@ std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
     t.weights_spec = spec.decode_pool->weights;
     t.replicas = pool.groups.front().replicas;
     t.pd_role = "decode";
-    const MemoryPlan plan = plan_memory(t.deployment, 1, spec.policy == "vllm-v1");
+    const MemoryPlan plan = plan_memory(t.deployment, 1, scheduler_policy(spec) == "vllm-v1");
     t.served_max_model_len = plan.fits ? plan.max_model_len : 0;
     out.push_back(t);
   }

@@ -12,6 +12,8 @@ const std::vector<PolicyInfo>& scheduler_policies() {
        [] { return std::make_unique<VllmV1Policy>(); }},
       {"prefill-first", "vLLM V0 / Orca: whole prompts in prefill-only steps, else decode all",
        [] { return std::make_unique<PrefillFirstPolicy>(); }},
+      {"sglang", "SGLang: prefill batches first, admission reserves new_token_ratio of running outputs, retraction",
+       [] { return std::make_unique<SglangPolicy>(); }},
       {"static", "static batching: a batch starts together and runs until all finish",
        [] { return std::make_unique<StaticBatchPolicy>(); }},
   };

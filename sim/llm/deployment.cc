@@ -12,11 +12,26 @@ SchedulerLimits default_limits(const Card& card, const EngineProfile& engine) {
                    card.name.find("a100") == std::string::npos && !card.is_cpu;
   l.max_num_batched_tokens = big ? 8192 : 2048;
   l.max_num_seqs = big ? 1024 : 256;
+  if (engine.scheduler_policy == "sglang" && !card.is_cpu) {
+    l.max_num_batched_tokens = sglang_chunked_prefill_size(card.visible_memory_bytes);
+    // max_running_requests: min(max(pool tokens / context_len x 512, 2048), 4096) (model_runner.py);
+    // the lower clamp, since the pool is sized later. The KV pool binds long before it.
+    l.max_num_seqs = 2048;
+  }
   l.block_size = engine.block_size;
   l.gpu_memory_utilization = engine.gpu_memory_utilization;
   l.enable_prefix_caching = engine.prefix_caching;
   l.enable_chunked_prefill = engine.chunked_prefill;
   return l;
+}
+
+int sglang_chunked_prefill_size(double gpu_memory_bytes) {
+  const double mib = gpu_memory_bytes / 1048576.0;
+  const double gib = 1024;
+  if (mib < 35 * gib) return 2048;   // T4, 4080 (< 20 GiB), A10, 4090, 5090
+  if (mib < 60 * gib) return 4096;   // A100 40GB, L40
+  if (mib < 160 * gib) return 8192;  // H100, A100 80GB, H20, H200
+  return 16384;                      // B200, MI300
 }
 
 Precision native_half(const Card& card) {

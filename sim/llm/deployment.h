@@ -35,7 +35,14 @@ struct SchedulerLimits {
 // not an A100 (H100, H200, MI300X, B200), max_num_batched_tokens 8192 and max_num_seqs 1024;
 // otherwise 2048 and 256 (vllm/engine/arg_utils.py EngineArgs batch defaults; PR #12369,
 // PR #17885). Block size and memory utilisation come from the engine profile.
+// An engine whose scheduler is "sglang" takes SGLang's instead: max_num_batched_tokens is
+// sglang_chunked_prefill_size of the card's memory and max_num_seqs 2048.
 SchedulerLimits default_limits(const Card& card, const EngineProfile& engine);
+
+// SGLang's default --chunked-prefill-size for a GPU of `gpu_memory_bytes` (torch's total
+// capacity): 2048 below 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB, else 16384
+// (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings).
+int sglang_chunked_prefill_size(double gpu_memory_bytes);
 
 // Tokens on the busiest GPU of an expert-parallel group over the mean (max/mean): UltraEP
 // (arXiv 2606.04101, abstract) measures 1.30-4.01 without load balancing across MoE models of

@@ -15,7 +15,7 @@ namespace capsim {
 EngineProfile EngineCatalogue::load_file(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
   check_keys(doc.root(), path, {"name", "display_name", "references", "overhead", "kernels", "communication",
-                                "memory", "request_path", "defaults"});
+                                "memory", "request_path", "defaults", "scheduler"});
   const std::vector<std::pair<const char*, std::vector<std::string>>> sections = {
       {"overhead", {"step", "per_sequence"}},
       {"kernels", {"compute_efficiency_scale", "bandwidth_efficiency_scale", "attention_bandwidth_scale",
@@ -24,7 +24,9 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
       {"communication", {"allreduce_latency_nvlink", "allreduce_latency_pcie", "allreduce_latency_per_peer"}},
       {"memory", {"runtime", "runtime_tp_extra", "outside_budget", "decoder_per_sequence_vocab"}},
       {"request_path", {"frontend", "frontend_per_prompt_token", "return", "return_per_sequence", "async_scheduling"}},
-      {"defaults", {"block_size", "gpu_memory_utilization", "enable_prefix_caching", "enable_chunked_prefill"}}};
+      {"defaults", {"block_size", "gpu_memory_utilization", "enable_prefix_caching", "enable_chunked_prefill"}},
+      {"scheduler", {"policy", "init_new_token_ratio", "min_new_token_ratio_factor", "new_token_ratio_decay_steps",
+                     "clip_max_new_tokens", "retract_decode_steps"}}};
   for (const auto& [section, keys] : sections) {
     if (const auto n = doc.find(section)) check_keys(n, doc.where(section), keys);
   }
@@ -85,6 +87,30 @@ EngineProfile EngineCatalogue::load_file(const std::string& path) {
     if (!(v >= 0) || v > 10.0) {
       throw Error(doc.where(f) + ": " + std::to_string(v) + " s is outside the accepted range [0, 10 s]");
     }
+  }
+  if (doc.has("scheduler.policy")) {
+    e.scheduler_policy = doc.string("scheduler.policy");
+    if (e.scheduler_policy.empty()) throw Error(doc.where("scheduler.policy") + ": must name a scheduler policy (capsim list)");
+  }
+  // {field, member, low, high}: each optional, its range checked.
+  const struct {
+    const char* field;
+    double* value;
+    double lo, hi;
+  } admission[] = {{"scheduler.init_new_token_ratio", &e.init_new_token_ratio, 0, 1},
+                   {"scheduler.min_new_token_ratio_factor", &e.min_new_token_ratio_factor, 0, 1},
+                   {"scheduler.new_token_ratio_decay_steps", &e.new_token_ratio_decay_steps, 1, 1e9},
+                   {"scheduler.clip_max_new_tokens", &e.clip_max_new_tokens, 1, 1e9},
+                   {"scheduler.retract_decode_steps", &e.retract_decode_steps, 0, 1e9}};
+  for (const auto& a : admission) {
+    if (!doc.has(a.field)) continue;
+    const double v = doc.quantity(a.field, std::nullopt);
+    if (!(v >= a.lo && v <= a.hi)) {
+      throw Error(doc.where(a.field) + ": " + std::to_string(v) + " is outside the accepted range [" +
+                  std::to_string(a.lo) + ", " + std::to_string(a.hi) + "]");
+    }
+    *a.value = v;
+    e.sources[a.field] = doc.source_of(a.field);
   }
   e.block_size = static_cast<int>(doc.quantity("defaults.block_size", std::nullopt));
   e.gpu_memory_utilization = doc.quantity("defaults.gpu_memory_utilization", std::nullopt);

@@ -77,6 +77,21 @@ struct EngineProfile {
   // a request that reaches the engine core during step N can run no earlier than step N+2.
   bool async_scheduling = false;
 
+  // The scheduler policy the engine runs (engine/policies.cc), from the optional `scheduler.policy`;
+  // a scenario's --scheduler overrides it.
+  std::string scheduler_policy = "vllm-v1";
+  // SGLang's admission estimate (policy "sglang", engine/policy_sglang.cc): a running request is
+  // expected to need new_token_ratio x min(its remaining max_new_tokens, clip) more tokens. The
+  // ratio starts at init, falls by (init - init x min_factor) / decay_steps per decode step, is
+  // re-estimated after a retraction as (decoded + retract_steps x running) / (max_new_tokens + 1),
+  // and returns to init when the engine idles. Optional `scheduler.*` fields; the defaults are
+  // SGLang's (python/sglang/srt/global_config.py / environ.py).
+  double init_new_token_ratio = 0.7;
+  double min_new_token_ratio_factor = 0.14;
+  double new_token_ratio_decay_steps = 600;
+  double clip_max_new_tokens = 4096;
+  double retract_decode_steps = 20;
+
   // Scheduler defaults (vLLM names).
   int block_size = 16;
   double gpu_memory_utilization = 0.9;

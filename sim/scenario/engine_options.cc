@@ -34,9 +34,10 @@ const EngineOption kEngineOptions[] = {
     {{.key = "enable_prefix_caching", .type = T::kBool, .doc = "the same as prefix_caching (vLLM's name)",
       .default_text = "true (vLLM V1)", .flag = "--prefix-caching"},
      "", &S::prefix_caching},
-    {{.key = "policy", .type = T::kText, .doc = "the engine's scheduler", .default_text = "vllm-v1",
-      .accepted = "vllm-v1, prefill-first, static", .flag = "--scheduler"},
-     "engine scheduler: vllm-v1 (default), prefill-first, static", &S::policy},
+    {{.key = "policy", .type = T::kText, .doc = "the engine's scheduler",
+      .default_text = "the engine profile's (vllm-v1; sglang for --engine sglang)",
+      .accepted = "vllm-v1, prefill-first, sglang, static", .flag = "--scheduler"},
+     "engine scheduler: vllm-v1, prefill-first, sglang, static (default: the engine's, vllm-v1 for vllm)", &S::policy},
     {{.key = "max_model_len", .type = T::kWhole,
       .doc = "longest prompt + output served, longer requests rejected; at most the model's context, and the KV "
              "cache must hold one such sequence",

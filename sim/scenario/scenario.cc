@@ -114,7 +114,25 @@ void validate_names(const ScenarioSpec& s) {
     named("--kv-link", [&] { kv_links().find(s.kv_link); });
     if (s.decode_pool) named("--decode-pool", [&] { cards().find(s.decode_pool->card); });
   }
-  named("--scheduler", [&] { make_policy(s.policy); });
+  if (!s.policy.empty()) {
+    named("--scheduler", [&] { make_policy(s.policy); });
+  } else {
+    scheduler_policy(s);  // the engine file's scheduler.policy: its message names the file
+  }
+}
+
+std::string scheduler_policy(const ScenarioSpec& s) {
+  if (!s.policy.empty()) return s.policy;
+  const std::string& eng = s.deployment.engine;
+  const EngineProfile e = is_engine_file(eng) ? EngineCatalogue::load_file(eng) : find_engine(eng);
+  try {
+    make_policy(e.scheduler_policy);
+  } catch (const Error& err) {
+    // make_policy words it for --scheduler; the name came from the engine file.
+    const std::string what = err.what();
+    throw Error(e.file + ": scheduler.policy" + what.substr(what.find(':')));
+  }
+  return e.scheduler_policy;
 }
 
 void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given) {
@@ -199,7 +217,7 @@ DecodePool resolve_decode_pool(const ScenarioSpec& s) {
   if (!s.extra_groups.empty()) {
     throw Error("deployment: a disaggregated deployment has one card type per pool; mixed groups are for aggregated serving");
   }
-  if (s.policy == "static") {
+  if (scheduler_policy(s) == "static") {
     throw Error("--scheduler: static batching cannot join a decode pool's batch; pd-disaggregated accepts vllm-v1, prefill-first");
   }
   // A pool is 'N x CARD [tpK] [PRECISION]' and nothing more. The main deployment's PP, DP and
@@ -279,7 +297,7 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
     (void)AdapterMix::parse_distribution(s.lora_distribution, s.where("--lora-distribution"));
   }
   c.router = s.router;
-  c.policy = s.policy;
+  c.policy = scheduler_policy(s);
   // The memory the deployments imply, refused here to name the scenario's field (simulate
   // checks it again for every front end).
   check_kv_bookkeeping(c, s.where("--kv-offloading-size"));

@@ -51,7 +51,8 @@ struct ScenarioSpec {
   std::optional<ExtraGroup> decode_pool;
   std::string kv_link;
   std::string router = "least-outstanding";
-  std::string policy = "vllm-v1";
+  // --scheduler; empty = the engine profile's (scheduler_policy below resolves it).
+  std::string policy;
   std::optional<bool> prefix_caching;
 
   // Workload (one kind is chosen: trace > users > concurrency > rate/offline).
@@ -125,6 +126,10 @@ struct ExplicitFields {
   bool weights = false, kv_cache = false, max_num_seqs = false, max_num_batched_tokens = false;
 };
 void follow_card_defaults(ScenarioSpec& s, const DeploymentSpec& from_file, const ExplicitFields& given);
+
+// The scheduler policy the spec runs: --scheduler when given, else its engine profile's
+// (`scheduler.policy`, vllm-v1 when the profile names none). Throws for an unknown engine.
+std::string scheduler_policy(const ScenarioSpec& spec);
 
 // Resolves every name the spec carries — model, card, engine, router, scheduler, each extra
 // group's card — and throws capsim::Error (exit 2) for an unknown one, naming the flag and the
