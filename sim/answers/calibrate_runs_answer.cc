@@ -248,7 +248,8 @@ bool model_matches(const std::string& file_model, const ModelSpec& m) {
   for (const std::string& known : {lower(m.name), lower(m.hf_id)}) {
     if (known.empty()) continue;
     const std::string known_tail = known.substr(known.find_last_of('/') == std::string::npos ? 0 : known.find_last_of('/') + 1);
-    if (f == known || tail == known_tail || tail == known) return true;
+    // A fine-tune or quantisation of the same model ("-Instruct", "-FP8") has its shapes.
+    if (f == known || tail == known_tail || tail == known || tail.rfind(known_tail + "-", 0) == 0) return true;
   }
   return false;
 }

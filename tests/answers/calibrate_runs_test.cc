@@ -95,6 +95,18 @@ TEST_CASE("calibrate runs refuses a step overhead that does not beat the base pr
   CHECK(step.oof_fitted >= step.oof_base);
   CHECK(a.step_s == 0.6e-3);  // calibration/engines/vllm.yaml's
   CHECK(a.profile_yaml.find("own-runs-step") == std::string::npos);
+  CHECK(a.warnings.empty());  // the runs name no model
+}
+
+TEST_CASE("calibrate runs warns when a file's model_id is not the model it fits", "[calibrate-runs]") {
+  CalibrateRunsRequest req = llama_on_h100();
+  req.runs = {base_profile_run(2, 512, 64), base_profile_run(8, 1024, 96)};
+  req.runs[0].model = "meta-llama/Llama-3.1-8B-Instruct";
+  req.runs[1].model = "Qwen/Qwen2.5-7B-Instruct";
+  const CalibrateRunsAnswer a = answer_calibrate_runs(req);
+  REQUIRE(a.warnings.size() == 1);
+  CHECK(a.warnings[0] == "conc8.json: the run served 'Qwen/Qwen2.5-7B-Instruct', not --model llama-3.1-8b "
+                         "(meta-llama/Llama-3.1-8B); fitted as llama-3.1-8b");
   CHECK(a.profile_yaml.find("step: {value: 0.6ms, source: capsim-fit}") != std::string::npos);
 }
 
