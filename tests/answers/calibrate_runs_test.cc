@@ -80,7 +80,7 @@ TEST_CASE("calibrate runs recovers the step overhead that made the runs", "[cali
   }
   CHECK(a.profile_yaml.find("step: {value: " + capsim::fmt("%.3f", a.step_s * 1e3) + "ms" + ", source: own-runs-step}") !=
         std::string::npos);
-  CHECK(a.profile_yaml.find("own-runs-step: capsim calibrate runs, 2026-12-06, on conc4.json, conc16.json, "
+  CHECK(a.profile_yaml.find("own-runs-step: \"capsim calibrate runs, 2026-12-06, on conc4.json, conc16.json, "
                             "rate6.json, guidellm.json (5 runs of llama-3.1-8b on h100-sxm TP1, base profile vllm)") !=
         std::string::npos);
 }
