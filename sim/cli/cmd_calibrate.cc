@@ -5,6 +5,7 @@
 //   capsim calibrate compare STEPS.csv [--card CARD] [--model M] [--tp N] ...
 //   capsim calibrate show [--card CARD]
 //   capsim calibrate tables PROFILE.json --card CARD [--out DIR]
+//   capsim calibrate runs RESULT.json... --model M --card CARD [--tp N] [--engine E] --out PROFILE.yaml
 //
 // Also registers the global flag --no-calibration (before the command: `capsim --no-calibration
 // roofline ...`), which keeps calibration/profiles/*.yaml from being applied to the cards.
@@ -12,6 +13,7 @@
 #include <iostream>
 
 #include "sim/answers/calibrate_answer.h"
+#include "sim/answers/calibrate_runs_answer.h"
 #include "sim/calibration/card_profile.h"
 #include "sim/calibration/kernel_tables.h"
 #include "sim/cli/commands.h"
@@ -101,6 +103,31 @@ int run_tables(const TablesOptions& o) {
   return 0;
 }
 
+struct RunsOptions {
+  scenario::CalibrateRunsRequest request;
+  std::string out, json;
+};
+
+// The report, then the profile (and --json) written together or not at all.
+int run_runs(const RunsOptions& o) {
+  const scenario::CalibrateRunsAnswer a = scenario::answer_calibrate_runs(o.request);
+  const bool quiet = o.json == "-" || o.out == "-";
+  if (!quiet) scenario::print_calibrate_runs(std::cout, a);
+  OutputSet outputs;
+  if (!o.json.empty()) outputs.add_json(o.json, scenario::calibrate_runs_json(a, o.out.empty() ? std::nullopt
+                                                                                                : std::optional(o.out)));
+  outputs.add("--out", o.out, a.profile_yaml);
+  outputs.commit();
+  if (!quiet) {
+    if (o.out.empty()) {
+      std::cout << "\nno profile written (give --out PROFILE.yaml)\n";
+    } else {
+      std::cout << "\nwrote " << o.out << "; use it with `capsim simulate|plan|check --engine " << o.out << "`\n";
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_calibrate_command(CLI::App& app, int& exit_code) {
@@ -118,6 +145,8 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
       "  capsim calibrate compare steps.csv --model llama-3.1-8b --card h100-sxm\n"
       "  capsim calibrate show --card h100-sxm\n"
       "  capsim calibrate tables h100.json --card h100-sxm   (the profile as measured-kernel tables)\n"
+      "  capsim calibrate runs conc8.json conc32.json rate4.json --model llama-3.1-8b --card h100-sxm \\\n"
+      "      --out my-vllm.yaml                               (fit your deployment's engine overheads)\n"
       "see docs/calibration.md");
 
   auto fo = std::make_shared<FitOptions>();
@@ -165,6 +194,29 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   tables->add_option("--card,-c", to->card, "the card it was measured on (capsim list cards)")->required();
   tables->add_option("--out,-o", to->out, "folder to write <op>-<dtype>.csv into (default: calibration/kernels/<card>)");
   tables->callback([to, &exit_code] { exit_code = run_tables(*to); });
+
+  auto ro = std::make_shared<RunsOptions>();
+  CLI::App* runs = cmd->add_subcommand(
+      "runs", "fit one deployment's engine overheads to its own vllm bench serve / GuideLLM result files");
+  runs->add_option("files", ro->request.files,
+                   "result JSON files: vllm bench serve --save-result, or GuideLLM reports (every benchmark a run)")
+      ->required();
+  add_deployment_flags(*runs, ro->request.deployment, true);
+  // The runs measured one deployment: naming it is not left to the defaults.
+  runs->get_option("--model")->required();
+  runs->get_option("--card")->required();
+  runs->add_option("--out,-o", ro->out, "where to write the fitted engine profile (.yaml; '-' = stdout)");
+  runs->add_option("--json", ro->json, "also write the fit as JSON ('-' = stdout only)");
+  runs->add_option("--date", ro->request.date, "the date the sources name (default: today, UTC)");
+  runs->add_option("--seed", ro->request.seed, "seed of every replay")->capture_default_str();
+  runs->callback([ro, &exit_code] {
+    scenario::CalibrateRunsRequest& r = ro->request;
+    r.command_line = "capsim calibrate runs";
+    for (const std::string& f : r.files) r.command_line += " " + f;
+    r.command_line += " --model " + r.deployment.model + " --card " + r.deployment.card + " --tp " +
+                      std::to_string(r.deployment.tp) + " --engine " + r.deployment.engine;
+    exit_code = run_runs(*ro);
+  });
 }
 
 }  // namespace capsim::cli

@@ -110,6 +110,15 @@ Distribution Distribution::fixed(double v, Unit unit) {
   return d;
 }
 
+Distribution Distribution::empirical(std::vector<double> values, Unit unit, const std::string& source) {
+  Distribution d;
+  d.kind_ = Kind::kEmpirical;
+  d.unit_ = unit;
+  d.values_ = std::make_shared<const std::vector<double>>(std::move(values));
+  d.source_ = source;
+  return d;
+}
+
 Distribution Distribution::parse(const std::string& text, Unit unit, const std::string& where) {
   const auto parts = split(text, ':');
   Distribution d;

@@ -23,6 +23,9 @@ class Distribution {
   // Parses a flag string; `where` names the flag or file:field in errors.
   static Distribution parse(const std::string& text, Unit unit, const std::string& where);
   static Distribution fixed(double v, Unit unit);
+  // Draws uniformly from `values` (a measured run's per-request lengths); `source` names them in
+  // describe(). REQUIRES: values non-empty.
+  static Distribution empirical(std::vector<double> values, Unit unit, const std::string& source);
 
   // A draw. Token counts and counts are rounded and at least 1; times are >= 0 seconds.
   double sample(Rng& rng) const;
