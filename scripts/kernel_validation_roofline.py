@@ -255,7 +255,7 @@ class Roofline:
             hit = min(local, pairs)
         else:
             hit = local * (1.0 - (1.0 - k / experts) ** t)
-        moved = t + (pairs if ep > 1 else t)  # activations read and written
+        moved = t + pairs if ep > 1 else t  # activations read and written (sim/cost: 2 t h without EP)
         seconds = term(2 * pairs * params, hit * params * wb + 2 * moved * h * ACT, moe_rate, 3, moe_bandwidth,
                        self.floor) + rest
         if dispatch > 0:
