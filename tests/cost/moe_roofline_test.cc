@@ -132,7 +132,7 @@ TEST_CASE("MoE roofline: a Mixtral prefill of 8192 tokens is compute-bound at th
                              .epsilon(1e-12));
 }
 
-TEST_CASE("MoE roofline: an engine profile's MoE scale outside (0, 1.5] is refused naming the field",
+TEST_CASE("MoE roofline: an engine profile's MoE scale of 0 or above 1.5 is refused naming the field",
           "[cost][moe]") {
   const capsim_test::TempDir dir("moe_scale");
   std::ifstream in(std::string(CAPSIM_DATA_DIR) + "/calibration/engines/vllm.yaml");
