@@ -15,7 +15,14 @@ Each is the median over the region's shapes of the efficiency that makes the roo
 give the measured time (the other efficiency held at its own fit; three alternations), on the
 shapes every card's table of that dtype has (the A100's grid is the smallest).
 
-The card files get them RELATIVELY: the vLLM engine constants (calibration/engines/vllm.yaml:
+NOT APPLIED (2026-12-06): written into the card files (--write-cards), these values made
+scripts/validate.py worse where it can check them: LMDeploy A100 TPOT 5.0 -> 12.0% median error
+(bias +8.8%), batch-1 decode 5.8 -> 8.1% (modelled engines 4.4 -> 7.2%, bias +8.2%), TensorRT-LLM
+0.12 offline 8.2 -> 8.8%, while the vLLM development runs' TPOT went 3.85 -> 3.46%. The card
+files keep their values; this script reports what the tables say (docs/cost-model.md#card-
+efficiencies-not-applied).
+
+The card values it computes are RELATIVE: the vLLM engine constants (calibration/engines/vllm.yaml:
 attention scale, step overhead, request path) were fitted on H100 runs with H100's card values,
 so H100 stays the anchor (its values unchanged) and every other card with tables gets
 
