@@ -29,7 +29,7 @@ SimulationConfig two_replicas(bool bounded) {
 
 SimulationResult run(bool bounded, std::int64_t requests) {
   OpenLoopConfig o;
-  o.stages = {{12.0, 0}};
+  o.stages = {{16.0, 0}};
   o.requests = requests;
   o.lengths.prompt = Distribution::parse("lognormal:512:2048", Distribution::Unit::kTokens, "test");
   o.lengths.output = Distribution::parse("lognormal:256:1024", Distribution::Unit::kTokens, "test");
@@ -94,9 +94,8 @@ TEST_CASE("bounded memory: the same run, per-step percentiles within 2^-10", "[b
 }
 
 TEST_CASE("bounded memory: the per-step sets stop growing with the run", "[bounded-memory]") {
-  // Ten times the requests, 6.1 times the steps (3,836 -> 23,423 at 12 requests/s: the longer run
-  // overloads the two replicas, so its batches are larger; at 16 requests/s the A100's measured
-  // GEMM efficiency overloads even the short run, and its step count no longer grows): the exact step-time and batch-size sets grow with them; the bounded ones hold the binades the step times span (24 KiB each), which a longer run can
+  // Ten times the requests, 4.5 times the steps (3,458 -> 15,427: the longer run overloads the two
+  // replicas, so its batches are larger): the exact step-time and batch-size sets grow with them; the bounded ones hold the binades the step times span (24 KiB each), which a longer run can
   // widen by one or two at its extremes, and a count per batch size.
   const SimulationResult exact_short = run(false, 300), exact_long = run(false, 3000);
   const SimulationResult bounded_short = run(true, 300), bounded_long = run(true, 3000);
