@@ -373,7 +373,7 @@ TEST_CASE("replica: prefill-first runs waiting prompts in prefill-only steps",
 }
 
 TEST_CASE("replica: unknown policy names are refused with the accepted ones", "[engine][policy]") {
-  CHECK_THROWS_WITH(make_policy("fifo"), Catch::Contains("accepted: vllm-v1, prefill-first, static"));
+  CHECK_THROWS_WITH(make_policy("fifo"), Catch::Contains("accepted: vllm-v1, prefill-first, sglang, static"));
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ TEST_CASE("sglang: the engine profile runs SGLang's scheduler with its defaults 
   CHECK(vllm.max_num_seqs == 1024);
 }
 
-TEST_CASE("sglang: capsim simulate --engine sglang runs SGLang's scheduler; --scheduler overrides it",
+TEST_CASE("sglang: capsim simulate --engine sglang runs SGLang's scheduler, and --scheduler overrides it",
           "[engine][sglang][cli]") {
   using capsim_test::has;
   using capsim_test::run_capsim;
