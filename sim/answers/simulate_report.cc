@@ -71,7 +71,7 @@ Totals totals(const BuiltScenario& b, const SimulationResult& r) {
     const ReplicaGroup& g = *gp;
     const Deployment& d = g.deployment;
     const double peak = d.card.peak(d.compute_precision());
-    for (int k = 0; k < g.replicas; ++k, ++i) {
+    for (int k = 0; k < g.replicas * d.dp; ++k, ++i) {  // every DP rank is a replica of r
       const ReplicaStats& s = r.replicas[i].stats;
       t.busy += s.busy_seconds;
       t.compute += s.compute_s;
