@@ -346,10 +346,7 @@ void RooflineCost::choose_attention_tables(const Deployment& d) {
   const ModelSpec& m = d.model;
   const std::string roofline = "roofline (" + d.card.name + " datasheet peak x card-file efficiencies)";
   const std::shared_ptr<const MeasuredKernels>& tables = d.card.measured_kernels;
-  const MeasuredAttentionTable* decode = tables ? tables->attention_decode(d.kv_cache) : nullptr;
-  const MeasuredAttentionTable* prefill = tables ? tables->attention_prefill(d.kv_cache) : nullptr;
-  const MeasuredAttentionTable* any = decode ? decode : prefill;
-  if (!tables || (!tables->attention_decode(Precision::kBf16) && !tables->attention_prefill(Precision::kBf16) && !any)) {
+  if (!tables || !tables->has_attention()) {
     attention_source_ = roofline + ": no measured attention tables for " + d.card.name;
     return;
   }
@@ -366,6 +363,10 @@ void RooflineCost::choose_attention_tables(const Deployment& d) {
     attention_source_ = roofline + ": the measured attention tables time 16-bit attention, not fp32";
     return;
   }
+  // Read only now: the tables are off by default and reading them is most of a short run's start-up.
+  const MeasuredAttentionTable* decode = tables->attention_decode(d.kv_cache);
+  const MeasuredAttentionTable* prefill = tables->attention_prefill(d.kv_cache);
+  const MeasuredAttentionTable* any = decode ? decode : prefill;
   if (!any) {
     attention_source_ = roofline + ": no measured attention tables for a " + std::string(precision_name(d.kv_cache)) +
                         " KV cache on " + d.card.name;

@@ -306,8 +306,7 @@ Card CardCatalogue::load_catalogue_file(const std::string& dir, const std::strin
     fs::path cards_dir = fs::path(dir).lexically_normal();
     if (cards_dir.filename().empty()) cards_dir = cards_dir.parent_path();
     const fs::path tables = cards_dir.parent_path() / "kernels" / c.name;
-    MeasuredKernels measured = MeasuredKernels::load_dir(tables.string(), c.name);
-    if (!measured.empty()) c.measured_kernels = std::make_shared<const MeasuredKernels>(std::move(measured));
+    c.measured_kernels = MeasuredKernels::on_demand(tables.string(), c.name);
   }
   return c;
 }

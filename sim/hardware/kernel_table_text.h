@@ -4,13 +4,16 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
+#include <iterator>
+#include <string_view>
+#include <system_error>
 #include <map>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,15 +29,38 @@ inline std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-// The cells of one CSV line, trimmed; a trailing comma gives a last, empty cell.
+// The cells of one CSV line, trimmed, into `out` (cleared first; its strings' storage reused
+// from line to line); a trailing comma gives a last, empty cell.
+inline void split_commas(std::string_view line, std::vector<std::string>& out) {
+  std::size_t n = 0;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', begin);
+    std::string_view cell = line.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    const auto b = cell.find_first_not_of(" \t\r");
+    cell = b == std::string_view::npos ? std::string_view() : cell.substr(b, cell.find_last_not_of(" \t\r") - b + 1);
+    if (n < out.size()) out[n].assign(cell.data(), cell.size());
+    else out.emplace_back(cell);
+    ++n;
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  out.resize(n);
+}
+
 inline std::vector<std::string> split_commas(const std::string& line) {
   std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(trim(cell));
-  if (!line.empty() && line.back() == ',') out.push_back("");
+  split_commas(line, out);
   return out;
 }
+
+// A table line's place in its file, for error messages: "path:line". Built only when a message
+// needs it (the readers check every cell of tens of thousands of lines at start-up).
+struct At {
+  const std::string& path;
+  int line = 0;
+  std::string str() const { return path + ":" + std::to_string(line); }
+};
 
 // The names, in their container's order, joined by ", " (for "accepted: ..." messages).
 template <typename Names>
@@ -54,17 +80,23 @@ inline std::map<std::string, std::string> scan_table(
     const std::function<void(int line_no, const std::vector<std::string>& columns, const std::string& line,
                              const std::map<std::string, std::string>& meta)>& on_columns,
     const std::function<void(int line_no, const std::vector<std::string>& cells, const std::string& line)>& on_row) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot read the measured-kernel table");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw Error(path + ": cannot read the measured-kernel table");
   std::map<std::string, std::string> meta;
-  std::vector<std::string> columns;
-  std::string line;
+  std::vector<std::string> columns, cells;
+  std::string s;
   int line_no = 0;
-  const auto where = [&](int n) { return path + ":" + std::to_string(n); };
-  while (std::getline(in, line)) {
+  const auto where = [&](int n) { return At{path, n}.str(); };
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t eol = std::min(text.find('\n', at), text.size());
+    std::string_view line(text.data() + at, eol - at);
+    at = eol + 1;
     ++line_no;
-    const std::string s = trim(line);
-    if (s.empty()) continue;
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) continue;
+    s.assign(line.substr(b, line.find_last_not_of(" \t\r") - b + 1));
     if (s[0] == '#') {
       if (!columns.empty()) throw Error(where(line_no) + ": a '# key: value' line after the column header");
       const auto colon = s.find(':');
@@ -73,11 +105,11 @@ inline std::map<std::string, std::string> scan_table(
       continue;
     }
     if (columns.empty()) {
-      columns = split_commas(s);
+      split_commas(s, columns);
       on_columns(line_no, columns, s, meta);
       continue;
     }
-    const std::vector<std::string> cells = split_commas(s);
+    split_commas(s, cells);
     if (cells.size() != columns.size()) {
       throw Error(where(line_no) + ": " + std::to_string(cells.size()) + " values, the header has " +
                   std::to_string(columns.size()));
@@ -89,15 +121,24 @@ inline std::map<std::string, std::string> scan_table(
 
 // The number in `cell` of column `name`: finite and positive (or, with allow_zero, not negative),
 // and a whole number when `whole`. Throws capsim::Error "<at>: <name> '<cell>' is not a ...".
-inline double table_number(const std::string& cell, const std::string& name, const std::string& at, bool whole,
+inline double table_number(const std::string& cell, const std::string& name, const At& at, bool whole,
                            bool allow_zero = false) {
-  char* end = nullptr;
-  const double v = std::strtod(cell.c_str(), &end);
-  const bool in_range = allow_zero ? v >= 0 : v > 0;
-  if (cell.empty() || *end != '\0' || !std::isfinite(v) || !in_range) {
-    throw Error(at + ": " + name + " '" + cell + "' is not a " + (allow_zero ? "non-negative" : "positive") + " number");
+  // from_chars first (no locale, no allocation); strtod for what it alone accepts (a leading
+  // '+', hexadecimal), so a file is read as before.
+  double v = 0;
+  const char* const last = cell.data() + cell.size();
+  auto [end, ec] = std::from_chars(cell.data(), last, v);
+  if (ec != std::errc() || end != last) {
+    char* e = nullptr;
+    v = std::strtod(cell.c_str(), &e);
+    end = e;
   }
-  if (whole && v != std::floor(v)) throw Error(at + ": " + name + " '" + cell + "' is not a whole number");
+  const bool in_range = allow_zero ? v >= 0 : v > 0;
+  if (cell.empty() || end != last || !std::isfinite(v) || !in_range) {
+    throw Error(at.str() + ": " + name + " '" + cell + "' is not a " + (allow_zero ? "non-negative" : "positive") +
+                " number");
+  }
+  if (whole && v != std::floor(v)) throw Error(at.str() + ": " + name + " '" + cell + "' is not a whole number");
   return v;
 }
 

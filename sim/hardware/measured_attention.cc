@@ -77,7 +77,7 @@ MeasuredAttentionTable MeasuredAttentionTable::load(const std::string& path) {
       // An imported table whose source recorded no window (AIConfigurator's A100 database) says
       // NaN: those kernels ran full attention. A window of 0 is full attention too.
       if (k == kWindow && c == "NaN") continue;
-      v[k] = kernel_table::table_number(c, columns[static_cast<std::size_t>(col[k])], where(line_no), k != kUs,
+      v[k] = kernel_table::table_number(c, columns[static_cast<std::size_t>(col[k])], kernel_table::At{path, line_no}, k != kUs,
                                         k == kWindow);
     }
     rows[{v[kHeadDim], v[kWindow], v[kHeads], v[kKvHeads]}][v[kBatch]].push_back({v[kLength], v[kUs] * 1e-6});

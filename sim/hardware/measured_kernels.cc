@@ -61,7 +61,7 @@ MeasuredGemmTable MeasuredGemmTable::load(const std::string& path) {
     const int cols[4] = {col_n, col_k, col_m, col_us};
     for (int i = 0; i < 4; ++i) {
       const auto c = static_cast<std::size_t>(cols[i]);
-      v[i] = kernel_table::table_number(cells[c], columns[c], where(line_no), i < 3);
+      v[i] = kernel_table::table_number(cells[c], columns[c], kernel_table::At{path, line_no}, i < 3);
     }
     if (!seen.insert({v[0], v[1], v[2]}).second) {
       throw Error(where(line_no) + ": the shape n=" + cells[static_cast<std::size_t>(col_n)] + " k=" +
@@ -152,57 +152,98 @@ bool MeasuredGemmTable::covers(double m, double n, double k) const {
   return true;
 }
 
-MeasuredKernels MeasuredKernels::load_dir(const std::string& dir, const std::string& card) {
+MeasuredKernels MeasuredKernels::list_dir(const std::string& dir, const std::string& card) {
   namespace fs = std::filesystem;
   MeasuredKernels out;
+  out.dir_ = dir;
+  out.card_ = card;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
-  std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".csv") files.push_back(e.path());
+    if (e.path().extension() != ".csv") continue;
+    const std::string stem = e.path().stem().string();
+    const auto dash = stem.find('-');
+    static const std::set<std::string> ops = {"gemm", "attention_decode", "attention_prefill", "moe", "allreduce"};
+    if (dash == std::string::npos || !ops.count(stem.substr(0, dash))) {
+      throw Error(e.path().string() + ": the name must be <op>-<dtype>.csv with op one of: " + joined(ops));
+    }
+    out.files_.push_back(e.path().string());
   }
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
+  std::sort(out.files_.begin(), out.files_.end());
+  return out;
+}
+
+MeasuredKernels MeasuredKernels::load_dir(const std::string& dir, const std::string& card) {
+  MeasuredKernels out = list_dir(dir, card);
+  out.tables();
+  return out;
+}
+
+std::shared_ptr<const MeasuredKernels> MeasuredKernels::on_demand(const std::string& dir, const std::string& card) {
+  MeasuredKernels listed = list_dir(dir, card);
+  if (listed.empty()) return nullptr;
+  return std::make_shared<const MeasuredKernels>(std::move(listed));
+}
+
+bool MeasuredKernels::has_attention() const {
+  namespace fs = std::filesystem;
+  return std::any_of(files_.begin(), files_.end(), [](const std::string& f) {
+    return fs::path(f).stem().string().rfind("attention_", 0) == 0;
+  });
+}
+
+const MeasuredKernels::Tables& MeasuredKernels::tables() const {
+  if (!lazy_->ready.load(std::memory_order_acquire)) {
+    const std::lock_guard<std::mutex> lock(lazy_->mutex);
+    if (!lazy_->ready.load(std::memory_order_relaxed)) {
+      Tables read;
+      read_tables(read);  // a bad file throws here, leaving nothing half-read
+      lazy_->tables = std::move(read);
+      lazy_->ready.store(true, std::memory_order_release);
+    }
+  }
+  return lazy_->tables;
+}
+
+void MeasuredKernels::read_tables(Tables& out) const {
+  namespace fs = std::filesystem;
+  for (const std::string& path : files_) {
+    const fs::path f(path);
     const std::string stem = f.stem().string();
     const auto dash = stem.find('-');
     const std::string op = stem.substr(0, dash);
-    static const std::set<std::string> ops = {"gemm", "attention_decode", "attention_prefill", "moe", "allreduce"};
-    if (dash == std::string::npos || !ops.count(op)) {
-      throw Error(f.string() + ": the name must be <op>-<dtype>.csv with op one of: " + joined(ops));
-    }
     const std::string dtype = stem.substr(dash + 1);
     const auto check = [&](const KernelTableInfo& info) {
       if (info.dtype != dtype) {
-        throw Error(f.string() + ": dtype '" + info.dtype + "' differs from the file name's '" + dtype + "'");
+        throw Error(path + ": dtype '" + info.dtype + "' differs from the file name's '" + dtype + "'");
       }
-      if (info.card != card) {
-        throw Error(f.string() + ": card '" + info.card + "' differs from its folder's card '" + card + "'");
+      if (info.card != card_) {
+        throw Error(path + ": card '" + info.card + "' differs from its folder's card '" + card_ + "'");
       }
     };
     if (op == "moe") {
-      auto t = std::make_shared<const MeasuredMoeTable>(MeasuredMoeTable::load(f.string()));
+      auto t = std::make_shared<const MeasuredMoeTable>(MeasuredMoeTable::load(path));
       check(t->info());
-      out.moe_.emplace(dtype, std::move(t));
+      out.moe.emplace(dtype, std::move(t));
       continue;
     }
     if (op == "allreduce") {
-      auto t = std::make_shared<const MeasuredAllReduceTable>(MeasuredAllReduceTable::load(f.string()));
+      auto t = std::make_shared<const MeasuredAllReduceTable>(MeasuredAllReduceTable::load(path));
       check(t->info());
-      out.allreduce_ = std::move(t);
+      out.allreduce = std::move(t);
       continue;
     }
     if (op == "attention_decode" || op == "attention_prefill") {
-      auto t = std::make_shared<const MeasuredAttentionTable>(MeasuredAttentionTable::load(f.string()));
-      if (t->info().op != op) throw Error(f.string() + ": op '" + t->info().op + "' differs from the file name's '" + op + "'");
+      auto t = std::make_shared<const MeasuredAttentionTable>(MeasuredAttentionTable::load(path));
+      if (t->info().op != op) throw Error(path + ": op '" + t->info().op + "' differs from the file name's '" + op + "'");
       check(t->info());
-      (op == "attention_decode" ? out.attention_decode_ : out.attention_prefill_)[parse_precision(dtype, f.string())] = std::move(t);
+      (op == "attention_decode" ? out.attention_decode : out.attention_prefill)[parse_precision(dtype, path)] = std::move(t);
       continue;
     }
-    MeasuredGemmTable t = MeasuredGemmTable::load(f.string());
+    MeasuredGemmTable t = MeasuredGemmTable::load(path);
     check(t.info());
-    out.gemm_.emplace(parse_precision(dtype, f.string()), std::move(t));
+    out.gemm.emplace(parse_precision(dtype, path), std::move(t));
   }
-  return out;
 }
 
 namespace {
@@ -227,32 +268,37 @@ bool MeasuredKernels::enabled(bool engine_default) {
 
 const MeasuredAttentionTable* MeasuredKernels::attention_decode(Precision kv) const {
   if (kv == Precision::kFp16) kv = Precision::kBf16;
-  const auto it = attention_decode_.find(kv);
-  return it == attention_decode_.end() ? nullptr : it->second.get();
+  const auto& tables = this->tables().attention_decode;
+  const auto it = tables.find(kv);
+  return it == tables.end() ? nullptr : it->second.get();
 }
 
 const MeasuredAttentionTable* MeasuredKernels::attention_prefill(Precision kv) const {
   if (kv == Precision::kFp16) kv = Precision::kBf16;
-  const auto it = attention_prefill_.find(kv);
-  return it == attention_prefill_.end() ? nullptr : it->second.get();
+  const auto& tables = this->tables().attention_prefill;
+  const auto it = tables.find(kv);
+  return it == tables.end() ? nullptr : it->second.get();
 }
 
 const MeasuredMoeTable* MeasuredKernels::moe(const std::string& dtype) const {
-  const auto it = moe_.find(dtype);
-  return it == moe_.end() ? nullptr : it->second.get();
+  const auto& tables = this->tables().moe;
+  const auto it = tables.find(dtype);
+  return it == tables.end() ? nullptr : it->second.get();
 }
 
 const MeasuredGemmTable* MeasuredKernels::gemm(Precision p) const {
   if (p == Precision::kFp16) p = Precision::kBf16;
-  const auto it = gemm_.find(p);
-  return it == gemm_.end() ? nullptr : &it->second;
+  const auto& tables = this->tables().gemm;
+  const auto it = tables.find(p);
+  return it == tables.end() ? nullptr : &it->second;
 }
 
 std::string MeasuredKernels::describe() const {
-  if (gemm_.empty()) return "";
-  const KernelTableInfo& first = gemm_.begin()->second.info();
+  const auto& gemm = tables().gemm;
+  if (gemm.empty()) return "";
+  const KernelTableInfo& first = gemm.begin()->second.info();
   std::string dtypes;
-  for (const auto& [p, t] : gemm_) dtypes += (dtypes.empty() ? "" : ", ") + t.info().dtype;
+  for (const auto& [p, t] : gemm) dtypes += (dtypes.empty() ? "" : ", ") + t.info().dtype;
   return first.card + " " + first.framework + " GEMM tables (" + dtypes + ")";
 }
 

@@ -4,8 +4,10 @@
 // (docs/cost-model.md#measured-kernels).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +79,12 @@ class MeasuredKernels {
   // must be `card`. The gemm, attention, moe and allreduce tables are read. Throws capsim::Error
   // for a bad file or name.
   static MeasuredKernels load_dir(const std::string& dir, const std::string& card);
+  // The same tables, read when first asked for: the file names are checked now, each file's
+  // contents on the first call of an accessor below (which then throws what load_dir would
+  // have). The card catalogue uses this: every command reads a card, few of them a table (the
+  // tables are off by default), and reading them all took most of a short run's start-up.
+  // nullptr when `dir` has no table. Safe to share between threads (read once).
+  static std::shared_ptr<const MeasuredKernels> on_demand(const std::string& dir, const std::string& card);
 
   // The GEMM table for linear layers run in precision `p`: fp16 uses the bf16 table (the same
   // tensor-core rate on every card that has both). nullptr when there is none.
@@ -84,21 +92,21 @@ class MeasuredKernels {
   // The fused-MoE table of `dtype` ("bf16", "fp8", "fp8_block", "nvfp4") and the custom
   // all-reduce table; nullptr when the card has none.
   const MeasuredMoeTable* moe(const std::string& dtype) const;
-  const MeasuredAllReduceTable* allreduce() const { return allreduce_.get(); }
+  const MeasuredAllReduceTable* allreduce() const { return tables().allreduce.get(); }
   // The decode / prefill attention table for a KV cache in precision `kv` (fp16 uses bf16's).
   // nullptr when there is none.
   const MeasuredAttentionTable* attention_decode(Precision kv) const;
   const MeasuredAttentionTable* attention_prefill(Precision kv) const;
-  bool empty() const {
-    return gemm_.empty() && attention_decode_.empty() && attention_prefill_.empty() && moe_.empty() && !allreduce_;
-  }
+  // From the file names alone (nothing is read): whether there is any table, any attention table.
+  bool empty() const { return files_.empty(); }
+  bool has_attention() const;
   // "h100-sxm vllm 0.24.0 GEMM tables (bf16, fp8)".
   std::string describe() const;
 
   // Whether the cost model times kernels from the tables (docs/cost-model.md#measured-kernels):
   // the engine profile's `kernels.measured_kernels` (`engine_default`) unless overridden for the
   // process: set_enabled (`capsim --measured-kernels`), else CAPSIM_MEASURED_KERNELS=1 (on) or 0
-  // (off). The tables are loaded either way (`capsim kernels` reads them). enabled() with no
+  // (off). The tables are read either way when asked for (`capsim kernels` reads them). enabled() with no
   // argument is enabled(false): the override alone.
   static void set_enabled(bool on);
   static void clear_override();  // back to the engine's field (tests)
@@ -106,10 +114,26 @@ class MeasuredKernels {
   static bool enabled() { return enabled(false); }
 
  private:
-  std::map<Precision, MeasuredGemmTable> gemm_;
-  std::map<std::string, std::shared_ptr<const MeasuredMoeTable>> moe_;
-  std::shared_ptr<const MeasuredAllReduceTable> allreduce_;
-  std::map<Precision, std::shared_ptr<const MeasuredAttentionTable>> attention_decode_, attention_prefill_;
+  struct Tables {
+    std::map<Precision, MeasuredGemmTable> gemm;
+    std::map<std::string, std::shared_ptr<const MeasuredMoeTable>> moe;
+    std::shared_ptr<const MeasuredAllReduceTable> allreduce;
+    std::map<Precision, std::shared_ptr<const MeasuredAttentionTable>> attention_decode, attention_prefill;
+  };
+  // Not std::call_once: with g++ 12's libstdc++ an exception out of it (a bad table) aborts.
+  struct Lazy {
+    std::mutex mutex;
+    std::atomic<bool> ready{false};
+    Tables tables;
+  };
+  // Lists `dir`'s tables, checking their names; reads none.
+  static MeasuredKernels list_dir(const std::string& dir, const std::string& card);
+  void read_tables(Tables& into) const;
+  const Tables& tables() const;  // read on the first call
+
+  std::string dir_, card_;
+  std::vector<std::string> files_;  // the table files' paths, sorted
+  std::unique_ptr<Lazy> lazy_ = std::make_unique<Lazy>();
 };
 
 }  // namespace capsim

@@ -41,7 +41,7 @@ MeasuredRows read_measured_rows(const std::string& path, const std::string& op,
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const bool is_time = i + 1 == wanted.size();
       const double v = kernel_table::table_number(cells[static_cast<std::size_t>(where_col[i])], wanted[i],
-                                                  where(line_no), !is_time);
+                                                  kernel_table::At{path, line_no}, !is_time);
       row.push_back(is_time ? v * 1e-6 : v);
     }
     if (!seen.insert(std::vector<double>(row.begin(), row.end() - 1)).second) {
