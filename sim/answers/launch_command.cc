@@ -242,6 +242,86 @@ std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<st
   return f;
 }
 
+std::vector<LaunchFlag> sglang_launch_flags(const LaunchTarget& t, std::vector<std::string>& notes) {
+  const Deployment& d = t.deployment;
+  const SchedulerLimits& lim = d.limits;
+  const bool as_shipped = t.weights_spec == "auto";
+  std::vector<LaunchFlag> f;
+  // Parallelism: TP; DP attention with expert parallelism over the TP x DP group (SGLang's
+  // --enable-dp-attention splits the TP group into DP ranks, so --tp-size is the whole group).
+  f.push_back({"--tp-size", std::to_string(d.tp * (d.dp > 1 && d.expert_parallel ? d.dp : 1))});
+  if (d.dp > 1) {
+    f.push_back({"--dp-size", std::to_string(d.dp)});
+    if (d.expert_parallel) f.push_back({"--enable-dp-attention", ""});
+  }
+  if (d.expert_parallel) f.push_back({"--ep-size", std::to_string(d.tp * d.dp)});
+  if (d.pp > 1) {
+    notes.push_back("pipeline parallelism (" + std::to_string(d.pp) +
+                    " stages) as simulated: capsim prints no SGLang flag for it; see SGLang's server arguments");
+  }
+  const Precision half = d.weights == Precision::kFp32 ? Precision::kFp32 : native_half(d.card);
+  f.push_back({"--dtype", vllm_dtype(half)});
+  if (!as_shipped && d.weights == Precision::kFp8 && d.model.checkpoint_quant != "fp8") {
+    f.push_back({"--quantization", "fp8"});
+  }
+  if (!as_shipped) weights_note(t, "SGLang", notes);
+  f.push_back({"--kv-cache-dtype", d.kv_cache == Precision::kFp8 ? "fp8_e4m3" : "auto"});
+  // Limits the simulation ran with, in SGLang's names: max_num_seqs is --max-running-requests,
+  // the step's token budget --chunked-prefill-size (-1: whole prompts), the KV page --page-size,
+  // the memory share --mem-fraction-static (calibration/engines/sglang.yaml).
+  if (const long long len = served_len(t); len > 0) f.push_back({"--context-length", std::to_string(len)});
+  f.push_back({"--max-running-requests", std::to_string(lim.max_num_seqs)});
+  const bool chunked = t.policy != "prefill-first" && t.policy != "static" && lim.enable_chunked_prefill;
+  f.push_back({"--chunked-prefill-size", chunked ? std::to_string(lim.max_num_batched_tokens) : "-1"});
+  f.push_back({"--mem-fraction-static", number(lim.gpu_memory_utilization)});
+  f.push_back({"--page-size", std::to_string(lim.block_size)});
+  if (!lim.enable_prefix_caching) f.push_back({"--disable-radix-cache", ""});
+  if (!d.engine.async_scheduling) f.push_back({"--disable-overlap-schedule", ""});
+  if (t.policy == "static") {
+    notes.push_back("scheduler static: SGLang has no static batching; the line runs continuous batching");
+  }
+  if (lim.kv_offloading_size > 0) {
+    notes.push_back("CPU KV tier of " + number(lim.kv_offloading_size) +
+                    " GiB as simulated: SGLang's hierarchical cache (HiCache) is the nearest; capsim prints no value for it");
+  }
+  if (!t.pd_role.empty()) {
+    f.push_back({"--disaggregation-mode", t.pd_role});
+    f.push_back({"--disaggregation-transfer-backend", "nixl"});
+    notes.push_back(t.pd_role == "prefill" ? "prefill pool: SGLang's router (PD mode) sends each request here first"
+                                           : "decode pool: it pulls the prompt's KV from the prefill pool over NIXL");
+  }
+  if (d.speculative) {
+    const SpeculativeConfig& sc = *d.speculative;
+    // SGLang's names: NEXTN for a model's own MTP layers, EAGLE / EAGLE3 for a trained head.
+    std::string algorithm;
+    if (sc.method == "mtp") algorithm = "NEXTN";
+    else if (sc.method == "eagle") algorithm = "EAGLE";
+    else if (sc.method == "eagle3") algorithm = "EAGLE3";
+    if (algorithm.empty()) {
+      notes.push_back("speculative decoding (" + sc.method + ", " + std::to_string(sc.num_speculative_tokens) +
+                      " tokens) as simulated: capsim prints SGLang flags only for MTP and EAGLE");
+    } else {
+      f.push_back({"--speculative-algorithm", algorithm});
+      f.push_back({"--speculative-num-steps", std::to_string(sc.num_speculative_tokens)});
+      f.push_back({"--speculative-eagle-topk", "1"});  // one chain of drafts, as capsim costs it
+      f.push_back({"--speculative-num-draft-tokens", std::to_string(sc.num_speculative_tokens + 1)});
+      if (algorithm != "NEXTN") {
+        notes.push_back("add --speculative-draft-model-path: the " + sc.method + " head trained for " +
+                        model_argument(d.model));
+      }
+    }
+  }
+  if (d.lora) {
+    f.push_back({"--enable-lora", ""});
+    f.push_back({"--max-loras-per-batch", std::to_string(d.lora->max_loras)});
+    notes.push_back("LoRA: name the adapters with --lora-paths NAME=PATH ...; capsim simulated rank-" +
+                    std::to_string(d.lora->adapter_rank()) + " adapters");
+  }
+  notes.push_back("the sglang profile's step costs are vLLM's, borrowed (calibration/engines/sglang.yaml); "
+                  "its scheduler and memory defaults are SGLang's");
+  return f;
+}
+
 std::vector<LaunchCommand> launch_commands(const LaunchTarget& t) {
   std::vector<LaunchCommand> out;
   std::string replicas_note;
@@ -256,6 +336,15 @@ std::vector<LaunchCommand> launch_commands(const LaunchTarget& t) {
   if (!replicas_note.empty()) v.notes.push_back(replicas_note);
   v.flags = vllm_serve_flags(t, v.notes);
   out.push_back(v);
+  if (t.deployment.engine.name == "sglang") {
+    LaunchCommand g;
+    g.program = "python3 -m sglang.launch_server";
+    g.model_flag = "--model-path";
+    g.model = v.model;
+    if (!replicas_note.empty()) g.notes.push_back(replicas_note);
+    g.flags = sglang_launch_flags(t, g.notes);
+    out.push_back(g);
+  }
   if (t.deployment.engine.name == "tensorrt-llm" && t.pd_role.empty()) {
     LaunchCommand r;
     r.program = "trtllm-serve";
@@ -300,7 +389,7 @@ std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec) {
 }
 
 std::string LaunchCommand::line() const {
-  std::string s = program + " " + shell_word(model);
+  std::string s = program + " " + (model_flag.empty() ? "" : model_flag + " ") + shell_word(model);
   for (const LaunchFlag& f : flags) {
     s += " " + f.name;
     if (!f.value.empty()) s += " " + shell_word(f.value);
@@ -311,7 +400,9 @@ std::string LaunchCommand::line() const {
 nlohmann::json LaunchCommand::to_json() const {
   nlohmann::json fl = nlohmann::json::array();
   for (const LaunchFlag& f : flags) fl.push_back({{"name", f.name}, {"value", f.value}});
-  return {{"program", program}, {"model", model}, {"flags", fl}, {"line", line()}, {"notes", notes}};
+  nlohmann::json j = {{"program", program}, {"model", model}, {"flags", fl}, {"line", line()}, {"notes", notes}};
+  if (!model_flag.empty()) j["model_flag"] = model_flag;
+  return j;
 }
 
 nlohmann::json launch_json(const std::vector<LaunchCommand>& commands) {

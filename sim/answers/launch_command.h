@@ -1,6 +1,7 @@
 // The config to launch: the command line that starts, on real hardware, the engine a simulation
 // assumed — `vllm serve` with the flags capsim simulated (docs/deployment-options.md#the-config-to-launch),
-// and the engine profile's own server where capsim knows its flags (TensorRT-LLM's trtllm-serve).
+// and the engine profile's own server where capsim knows its flags (TensorRT-LLM's trtllm-serve,
+// SGLang's launch_server).
 //
 // Contract: every flag printed is a flag of the named program, spelled as its documentation spells
 // it; tests/scenario/launch_command_test.cc checks each name against the cited lists in
@@ -31,7 +32,8 @@ struct LaunchFlag {
 
 struct LaunchCommand {
   std::string program;  // "vllm serve", "trtllm-serve"
-  std::string model;    // positional: the Hugging Face id (or the config path for a local model)
+  std::string model;    // the Hugging Face id (or the config path for a local model): positional,
+  std::string model_flag;  // or after this flag ("--model-path" for SGLang's launch_server)
   std::vector<LaunchFlag> flags;
   // What the line cannot carry: replicas behind a router, a checkpoint to download, a config
   // file's content. Printed under the line.
@@ -70,12 +72,15 @@ struct LaunchTarget {
 
 // The ordered flags of `vllm serve` for the target, with notes appended to `notes`.
 std::vector<LaunchFlag> vllm_serve_flags(const LaunchTarget& t, std::vector<std::string>& notes);
+// The ordered flags of SGLang's `python3 -m sglang.launch_server` for the target (the sglang
+// engine profile), in SGLang's names; what it has no flag for capsim knows becomes a note.
+std::vector<LaunchFlag> sglang_launch_flags(const LaunchTarget& t, std::vector<std::string>& notes);
 // The ordered flags of `trtllm-serve` (TensorRT-LLM) for the target; KV-cache settings that
 // trtllm-serve only takes from its --extra_llm_api_options YAML are written as a note.
 std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<std::string>& notes);
 
 // The commands for the target: `vllm serve` first, then the engine profile's own server when the
-// profile is TensorRT-LLM's. A model without a Hugging Face id (a config.json given by path) is
+// profile is TensorRT-LLM's (trtllm-serve) or SGLang's (sglang.launch_server). A model without a Hugging Face id (a config.json given by path) is
 // named by its directory, which both servers accept for a local checkpoint.
 std::vector<LaunchCommand> launch_commands(const LaunchTarget& t);
 

@@ -1,6 +1,6 @@
 // The config to launch (sim/answers/launch_command.h): the `vllm serve` line carries the
 // engine flags the simulation assumed, every flag name is one vLLM documents (the cited list in
-// calibration/launch/vllm-serve-flags.yaml), and the TensorRT-LLM profile gets trtllm-serve's.
+// calibration/launch/vllm-serve-flags.yaml), and the TensorRT-LLM and SGLang profiles get their servers' lines.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -170,6 +170,54 @@ TEST_CASE("launch: the TensorRT-LLM profile also gets a trtllm-serve line", "[la
         "enable_block_reuse: false}, enable_chunked_prefill: false");
   // The vLLM line says its step costs are not the ones simulated.
   CHECK(cmds[0].notes.back().find("tensorrt-llm engine profile") != std::string::npos);
+}
+
+TEST_CASE("launch: the SGLang profile gets an sglang.launch_server line in SGLang's names", "[launch]") {
+  // calibration/engines/sglang.yaml: page size 1, mem_fraction_static 0.835 (H100 at TP 1), radix
+  // cache on, overlap scheduling on, chunked prefill at 8192 tokens on an 80 GB card.
+  LaunchTarget t = target("llama-3.1-8b", "h100-sxm", 1, "auto", "fp8", "sglang");
+  t.served_max_model_len = 32768;
+  const auto cmds = launch_commands(t);
+  REQUIRE(cmds.size() == 2);
+  CHECK(cmds[0].program == "vllm serve");
+  CHECK(cmds[1].line() ==
+        "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 1 --dtype bfloat16 "
+        "--kv-cache-dtype fp8_e4m3 --context-length 32768 --max-running-requests " +
+            std::to_string(t.deployment.limits.max_num_seqs) + " --chunked-prefill-size " +
+            std::to_string(t.deployment.limits.max_num_batched_tokens) +
+            " --mem-fraction-static 0.835 --page-size 1");
+  CHECK(t.deployment.limits.max_num_batched_tokens == 8192);
+  CHECK(cmds[1].to_json()["model_flag"] == "--model-path");
+  CHECK(cmds[1].to_json()["line"] == cmds[1].line());
+
+  // Every switch the simulation can turn: radix cache and overlap off, prefill-first (whole
+  // prompts: -1), DP attention with EP over 8 GPUs (SGLang's --tp-size is the whole group).
+  LaunchTarget m = target("deepseek-v3", "h200", 1, "auto", "auto", "sglang");
+  m.deployment.dp = 8;
+  m.deployment.expert_parallel = true;
+  m.deployment.limits.enable_prefix_caching = false;
+  m.deployment.engine.async_scheduling = false;
+  m.policy = "prefill-first";
+  const std::string line = launch_commands(m)[1].line();
+  CHECK(line.find(" --tp-size 8 --dp-size 8 --enable-dp-attention --ep-size 8 ") != std::string::npos);
+  CHECK(line.find(" --chunked-prefill-size -1 ") != std::string::npos);
+  CHECK(line.find(" --disable-radix-cache --disable-overlap-schedule") != std::string::npos);
+
+  const std::set<std::string> sglang = documented("sglang-launch-server-flags.yaml");
+  CHECK(sglang.count("--max-num-seqs") == 0);  // vLLM's name is not SGLang's
+  for (const std::string weights : {"auto", "fp8", "int4"}) {
+    for (const std::string kv : {"auto", "fp8"}) {
+      for (bool on : {true, false}) {
+        LaunchTarget v = target("llama-3.1-70b", "h100-sxm", 4, weights, kv, "sglang");
+        v.deployment.limits.enable_prefix_caching = on;
+        v.deployment.engine.async_scheduling = on;
+        v.pd_role = on ? "" : "decode";
+        const auto c = launch_commands(v);
+        REQUIRE(c.size() == 2);
+        require_documented(c[1], sglang);
+      }
+    }
+  }
 }
 
 TEST_CASE("launch: values a shell would split are quoted", "[launch]") {
