@@ -349,6 +349,19 @@ BuiltScenario build_scenario(const ScenarioSpec& s) {
       prefix.prompts_per_group = static_cast<int>(pool);
     }
   }
+  if (!s.users) {
+    // Turns and think time shape chat users' sessions; a trace, an open loop or a fixed
+    // concurrency sends each request once, so either would be silently ignored.
+    const std::string mode = s.trace ? "a trace" : s.concurrency ? "--concurrency" : "an open loop (--rate)";
+    if (s.turns != "1") {
+      throw Error(s.where("--turns") + ": turns per session apply to chat users (--users, workload.users); " + mode +
+                  " sends each request once. Remove it, or give users");
+    }
+    if (s.think_time != "0s") {
+      throw Error(s.where("--think-time") + ": the think time applies to chat users (--users, workload.users); " + mode +
+                  " has no pause between turns. Remove it, or give users");
+    }
+  }
   if (s.trace) {
     TraceConfig t;
     t.path = *s.trace;

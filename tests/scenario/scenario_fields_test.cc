@@ -184,3 +184,28 @@ TEST_CASE("scenario fields: a row added to a table is read, checked and document
   CHECK(count["maximum"] == 12);
   CHECK(count["description"] == "how many widgets. Accepted: 0..12. Default: 0");
 }
+
+TEST_CASE("scenario fields: turns and think time without users are refused, not ignored", "[scenario_fields]") {
+  // A session's turns and think time shape chat users; an open loop, a fixed concurrency or a
+  // trace sends each request once, and ran as if neither were given (before: exit 0, no word).
+  const auto build_error = [](const std::string& yaml) {
+    ScenarioSpec s;
+    apply_scenario_yaml(YAML::Load(yaml), "a.yaml", "a.yaml: ", "", s);
+    try {
+      build_scenario(s);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  const std::string base = "model: llama-3.1-8b\ndeployment: {card: h100-sxm}\n";
+  CHECK(build_error(base + "workload: {rate: 2, requests: 10, turns: {dist: geometric, mean: 5}}\n") ==
+        "a.yaml: workload.turns: turns per session apply to chat users (--users, workload.users); an open loop "
+        "(--rate) sends each request once. Remove it, or give users");
+  CHECK(build_error(base + "workload: {concurrency: 4, requests: 10, think_time: 20s}\n") ==
+        "a.yaml: workload.think_time: the think time applies to chat users (--users, workload.users); "
+        "--concurrency has no pause between turns. Remove it, or give users");
+  // Where they belong, and at their defaults elsewhere, they are taken.
+  CHECK(build_error(base + "workload: {users: 4, requests: 10, turns: 3, think_time: 1s}\n") == "(no error)");
+  CHECK(build_error(base + "workload: {rate: 2, requests: 10, turns: 1, think_time: 0s}\n") == "(no error)");
+}
