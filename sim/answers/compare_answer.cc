@@ -1,5 +1,7 @@
 #include "sim/answers/compare_answer.h"
 
+#include "sim/answers/model_error_answer.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -86,6 +88,11 @@ std::vector<LaunchCommand> launch_of(const ScenarioSpec& base, const std::vector
     for (LaunchCommand& c : launch_commands(t)) out.push_back(std::move(c));
   }
   return out;
+}
+
+// The row's first deployment group, resolved: the class its model error is read for.
+Deployment deployment_of(const ScenarioSpec& base, const std::vector<GroupSpec>& groups) {
+  return apply_groups(base, groups).deployment.resolve();
 }
 
 }  // namespace
@@ -291,12 +298,12 @@ std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const s
   std::ostringstream text;
   text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
   TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
-               "tok/$ @load", "SLOs", "limited by"});
+               "tok/$ @load", "SLOs", "limited by", "at p90 model error"});
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const CompareRow& r = rows[i];
     if (!r.error.empty()) {
       t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
-             r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)});
+             r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60), "-"});
       continue;
     }
     const SimulationResult& s = r.eval.result;
@@ -308,7 +315,8 @@ std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const s
                         : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
                                                                                     : "missed " + r.eval.verdict.worst)
                      : "-",
-           plan::binding_resource(s)});
+           plan::binding_resource(s),
+           have_slos ? deployment_model_error_margin(deployment_of(base, r.groups), r.eval.verdict).text() : "-"});
   }
   t.print(text);
   table = t;
@@ -490,6 +498,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       x["decision"] = plan::decision_name(r.eval.verdict.decision);
       x["steady_state"] = steady_state_json(s.steady);
       x["launch"] = launch_json(launch_of(base, r.groups));
+      if (answer.have_slos) x["model_error"] = deployment_model_error_json(deployment_of(base, r.groups), r.eval.verdict);
     }
     out.push_back(x);
   }

@@ -14,14 +14,17 @@ ErrorClass option_class(const ScenarioSpec& base, const plan::Candidate& c) {
   return error_class(plan::spec_of(base, c).deployment.resolve());
 }
 
-// Where the option's step times come from: "measured" only when its card has kernel tables and
+// Where a deployment's step times come from: "measured" only when its card has kernel tables and
 // they are on for its engine (kernels.measured_kernels, or the --measured-kernels override); the
 // error class above says only whether the card has tables, which is not the same while the tables
 // are off by default (docs/cost-model.md#measured-kernels).
-std::string option_cost_source(const ScenarioSpec& base, const plan::Candidate& c) {
-  const Deployment d = plan::spec_of(base, c).deployment.resolve();
+std::string cost_source_of(const Deployment& d) {
   const bool tables = d.card.measured_kernels && !d.card.measured_kernels->empty();
   return tables && MeasuredKernels::enabled(d.engine.measured_kernels) ? "measured" : "roofline";
+}
+
+std::string option_cost_source(const ScenarioSpec& base, const plan::Candidate& c) {
+  return cost_source_of(plan::spec_of(base, c).deployment.resolve());
 }
 
 }  // namespace
@@ -63,9 +66,17 @@ nlohmann::json margin_json(const plan::ModelErrorMargin& m) {
 }
 
 nlohmann::json option_model_error_json(const ScenarioSpec& base, const plan::Candidate& c) {
-  const ErrorClass cls = option_class(base, c);
-  nlohmann::json j = margin_json(plan::model_error_margin(c.search.best.verdict, model_errors(), cls));
-  j["cost_source"] = option_cost_source(base, c);
+  return deployment_model_error_json(plan::spec_of(base, c).deployment.resolve(), c.search.best.verdict);
+}
+
+plan::ModelErrorMargin deployment_model_error_margin(const Deployment& d, const plan::SloVerdict& verdict) {
+  return plan::model_error_margin(verdict, model_errors(), error_class(d));
+}
+
+nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloVerdict& verdict) {
+  const ErrorClass cls = error_class(d);
+  nlohmann::json j = margin_json(plan::model_error_margin(verdict, model_errors(), cls));
+  j["cost_source"] = cost_source_of(d);
   j["class"] = class_json(cls);
   return j;
 }

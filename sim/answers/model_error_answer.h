@@ -1,6 +1,7 @@
 // The model error (sim/scenario/model_error.h) as the answers report it: beside a simulation's
-// own interval in `simulate`, `capacity` and `check`, and per option in `plan` with whether the
-// option still meets its SLOs at the class's p90 error (sim/plan/model_error_margin.h).
+// own interval in `simulate`, `capacity` and `check`, and per option in `plan` and per deployment
+// in `compare` with whether it still meets its SLOs at the class's p90 error
+// (sim/plan/model_error_margin.h).
 // JSON shapes: docs/json-output.md#model-error.
 #pragma once
 
@@ -24,5 +25,9 @@ plan::ModelErrorMargin option_model_error_margin(const ScenarioSpec& base, const
 // {"cost_source", "class", "holds_at_p90", "rule", "slos": [{slo, bound_s, latency_s, p90, with_error_s, holds}]}
 nlohmann::json option_model_error_json(const ScenarioSpec& base, const plan::Candidate& c);
 nlohmann::json margin_json(const plan::ModelErrorMargin& m);
+// The same for any resolved deployment and the verdict of its run (compare's rows): whether it
+// holds at its class's p90 error, and that as option_model_error_json's object.
+plan::ModelErrorMargin deployment_model_error_margin(const Deployment& d, const plan::SloVerdict& verdict);
+nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloVerdict& verdict);
 
 }  // namespace capsim::scenario

@@ -100,6 +100,10 @@ TEST_CASE("plan's cheapest option, run by compare and by simulate, gives plan's 
       CHECK(row["usd_per_hour"].get<double>() == Approx(option["usd_per_hour"].get<double>()).epsilon(1e-12));
       CHECK(row["usd_per_million_output_tokens"].get<double>() ==
             Approx(option["usd_per_million_output_tokens"].get<double>()).epsilon(1e-12));
+      // Whether it holds at its class's p90 model error: the same object, from the same call.
+      REQUIRE(row.contains("model_error"));
+      CHECK(row["model_error"] == option["model_error"]);
+      CHECK(row["model_error"]["holds_at_p90"].is_boolean());
     }
 
     const json sim = json_of(run_capsim("simulate " + kScenario + deployment_flags(option, replicas) + " -q --json -"));
