@@ -297,26 +297,33 @@ std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const s
   std::optional<TextTable>& table = answer.table;
   std::ostringstream text;
   text << "capsim compare: " << base.deployment.model << ", " << base.name << "\n\n";
-  TextTable t({"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s", "$/hour",
-               "tok/$ @load", "SLOs", "limited by", "at p90 model error"});
+  // With SLOs, a last column: whether they hold at capsim's p90 model error (as plan's).
+  std::vector<std::string> header{"deployment", "cards", "TTFT p50", "TTFT p95", "TPOT p95", "E2E p95", "out tok/s",
+                                  "$/hour", "tok/$ @load", "SLOs", "limited by"};
+  if (have_slos) header.push_back("at p90 model error");
+  TextTable t(header);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const CompareRow& r = rows[i];
+    std::vector<std::string> cells;
     if (!r.error.empty()) {
-      t.row({r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
-             r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60), "-"});
+      cells = {r.name, std::to_string(r.cards), "-", "-", "-", "-", "-", fmt("%.2f", r.usd_per_hour), "-",
+               r.fits ? "n/a" : "does not fit", shorten_at_word(r.error, 60)};
+      if (have_slos) cells.push_back("-");
+      t.row(cells);
       continue;
     }
     const SimulationResult& s = r.eval.result;
-    t.row({(static_cast<int>(i) == best ? "> " : "  ") + r.name, std::to_string(r.cards),
-           units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
-           units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
-           fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
-           have_slos ? (r.eval.verdict.met ? std::string("met")
-                        : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
-                                                                                    : "missed " + r.eval.verdict.worst)
-                     : "-",
-           plan::binding_resource(s),
-           have_slos ? deployment_model_error_margin(deployment_of(base, r.groups), r.eval.verdict).text() : "-"});
+    cells = {(static_cast<int>(i) == best ? "> " : "  ") + r.name, std::to_string(r.cards),
+             units::format_time(s.ttft.median), units::format_time(s.ttft.p95), units::format_time(s.tpot.p95),
+             units::format_time(s.e2el.p95), fmt("%.0f", s.output_throughput), fmt("%.2f", r.usd_per_hour),
+             fmt("%.0f", s.output_throughput * 3600 / r.usd_per_hour),
+             have_slos ? (r.eval.verdict.met ? std::string("met")
+                          : r.eval.verdict.decision == plan::Decision::kInconclusive ? "inconclusive " + r.eval.verdict.worst
+                                                                                      : "missed " + r.eval.verdict.worst)
+                       : "-",
+             plan::binding_resource(s)};
+    if (have_slos) cells.push_back(deployment_model_error_margin(deployment_of(base, r.groups), r.eval.verdict).text());
+    t.row(cells);
   }
   t.print(text);
   table = t;
@@ -473,6 +480,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   const int best = answer.best;
   nlohmann::json& j = answer.json;
   j["scenario"] = base.name;
+  j["seed"] = base.seed;  // every deployment runs the same workload from it; `diff` reads it
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const CompareRow& r = rows[i];

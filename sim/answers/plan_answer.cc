@@ -556,6 +556,7 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   nlohmann::json& j = a.json;
   j["scenario"] = base.name;
   j["model"] = base.deployment.model;
+  j["seed"] = base.seed;  // the first seed (--replications N runs seed .. seed + N - 1); `diff` reads it
   nlohmann::json slos = nlohmann::json::array();
   for (const auto& s : base.slos) slos.push_back(s.metric + "_" + s.statistic + "<=" + fmt("%g", s.seconds) + "s");
   j["slos"] = slos;

@@ -79,9 +79,11 @@ bool is_configuration(const std::string& kind, const std::string& path) {
     if (top({"scenario", "workload", "seed", "router", "scheduler", "deployment", "capsim.warmup_seconds"})) return true;
     return starts_with(path, "capsim.slos[") && path.size() > 9 && path.compare(path.size() - 9, 9, ".bound_ms") == 0;
   }
-  if (kind == "plan") return top({"scenario", "model", "slos"});
-  if (kind == "capacity") return top({"scenario", "load_axis"});
-  return top({"scenario"});
+  // The seed (capacity: the first of its replications, and how many) is configuration too: two
+  // answers from other seeds differ by sampling noise, not by a change in capsim.
+  if (kind == "plan") return top({"scenario", "model", "slos", "seed"});
+  if (kind == "capacity") return top({"scenario", "load_axis", "first_seed", "replications"});
+  return top({"scenario", "seed"});
 }
 
 // The entry a path belongs to: "options[h100-sxm tp1 bf16/kv bf16]" for
@@ -186,9 +188,11 @@ std::vector<std::string> likely_causes(const Diff& d) {
   }
   bool seed_only = true;
   for (const FieldChange& f : d.configuration) {
-    if (f.path != "seed") seed_only = false;
+    const bool seed = f.path == "seed" || f.path == "first_seed";
+    if (!seed) seed_only = false;
     std::string why;
-    if (f.path == "seed") why = "another random workload: metrics move by sampling noise alone";
+    if (seed) why = "another random workload: metrics move by sampling noise alone";
+    else if (f.path == "replications") why = "another number of seeds behind the answer";
     else if (f.path == "workload") why = "the workload changed";
     else if (starts_with(f.path, "deployment")) why = "the deployment changed";
     else if (f.path == "scenario") why = "another scenario";

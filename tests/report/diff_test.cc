@@ -107,6 +107,25 @@ TEST_CASE("diff: plan options are matched by deployment, not by rank", "[diff]")
   CHECK(d.only_b[0] == "options[rtx-4090 tp1 bf16/kv bf16]");
 }
 
+TEST_CASE("diff: compare and capacity answers from another seed are sampling noise, not capsim", "[diff]") {
+  // Before, compare's JSON had no seed and capacity's first_seed was not configuration: a rerun
+  // with --seed 2 was blamed on "capsim itself".
+  Scratch tmp("diff_seed_kinds");
+  for (const std::string& cmd : {std::string("compare --model llama-3.1-8b --rate 2 --requests 40 -d '1x h100-sxm' -q"),
+                                std::string("capacity --model llama-3.1-8b --card h100-sxm --rate 2 --duration 60s "
+                                            "--slo 'ttft_p95<=1s' -q")}) {
+    INFO(cmd);
+    const std::string a = tmp.file("a.json"), b = tmp.file("b.json");
+    REQUIRE(run_capsim(cmd + " --seed 1 --json " + q(a)).status <= 1);
+    REQUIRE(run_capsim(cmd + " --seed 2 --json " + q(b)).status <= 1);
+    const Run r = run_capsim("diff " + q(a) + " " + q(b));
+    REQUIRE(r.status == 0);
+    CHECK(has(r.out, "seed: 1 -> 2 (another random workload: metrics move by sampling noise alone)"));
+    CHECK(has(r.out, "only the seed changed: the moves are sampling noise, not a change of capacity"));
+    CHECK_FALSE(has(r.out, "capsim itself"));
+  }
+}
+
 TEST_CASE("diff: bad or foreign JSON exits 2 naming the file", "[diff][errors]") {
   Scratch tmp("diff_bad");
   const std::string good = tmp.file("good.json");
