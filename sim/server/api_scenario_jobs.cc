@@ -121,12 +121,15 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
 }
 
 Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
-  const nlohmann::json o = options_of(body, "capacity", {"min_goodput", "points"});
+  const nlohmann::json o = options_of(body, "capacity", {"min_goodput", "points", "replications"});
   const Scenario in = scenario_of(body, {"capacity"}, limits);
   scenario::CapacityRequest req;
   req.base = in.spec;
   req.min_goodput = min_goodput(o, "capacity");
   if (o.contains("points")) req.points = number<int>(o["points"], "capacity.points", 2, 100);
+  // As `capsim capacity --replications N`; at most 10 here, as plan's and simulate's (a server's
+  // job budget; the CLI takes up to 100).
+  if (o.contains("replications")) req.replications = number<int>(o["replications"], "capacity.replications", 1, 10);
   if (req.base.slos.empty() && !req.min_goodput) {
     throw HttpError(400, "slo: capacity needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or capacity.min_goodput");
   }

@@ -61,7 +61,7 @@ const char* const kOpenApi = R"json({
           "load_profile": {"type": "array", "items": {"type": "number"}, "minItems": 24, "maxItems": 24},
           "top": {"type": "integer"}, "search_duration": {"type": "string"}, "replications": {"type": "integer"}}}}}]}}}},
       "Capacity": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
-        {"type": "object", "properties": {"capacity": {"type": "object", "properties": {"min_goodput": {"type": "number"}, "points": {"type": "integer"}}}}}]}}}},
+        {"type": "object", "properties": {"capacity": {"type": "object", "properties": {"min_goodput": {"type": "number"}, "points": {"type": "integer"}, "replications": {"type": "integer", "minimum": 1, "maximum": 10}}}}}]}}}},
       "Compare": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
         {"type": "object", "properties": {"compare": {"type": "object", "properties": {
           "deployments": {"type": "array", "items": {"type": "string"}, "example": ["4x rtx-4090", "1x h100-sxm"]},

@@ -322,6 +322,17 @@ TEST_CASE("server: capacity and compare answer exactly what the commands print, 
   CHECK(cap.body == capsim_stdout("capacity --model llama-3.1-8b --card l4 --rate 1 --duration 2min "
                                   "--slo 'ttft_p95<=1s' --points 4 --json -"));
   CHECK(nlohmann::json::parse(cap.body)["curve"].size() == 4);
+  // Over seeds, as `capacity --replications 2`: the API could not ask for it before.
+  const Reply seeds = post(srv.port(), "/v1/capacity",
+                           R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}, "workload": {"rate": 1, "duration": "2min"},
+                               "slo": {"ttft_p95": "1s"}, "capacity": {"points": 3, "replications": 2}})");
+  REQUIRE(seeds.status == 200);
+  CHECK(seeds.body == capsim_stdout("capacity --model llama-3.1-8b --card l4 --rate 1 --duration 2min "
+                                    "--slo 'ttft_p95<=1s' --points 3 --replications 2 --json -"));
+  CHECK(nlohmann::json::parse(seeds.body)["replications"] == 2);
+  CHECK(post(srv.port(), "/v1/capacity",
+             R"({"model": "llama-3.1-8b", "deployment": {"card": "l4"}, "workload": {"rate": 1, "duration": "2min"},
+                 "slo": {"ttft_p95": "1s"}, "capacity": {"replications": 11}})").status == 400);
 
   const Reply cmp = post(srv.port(), "/v1/compare",
                          R"({"model": "llama-3.1-8b", "workload": {"rate": 2, "duration": "2min"}, "slo": {"ttft_p95": "1s"},
