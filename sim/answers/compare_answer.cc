@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 #include "sim/core/checked.h"
@@ -333,6 +334,21 @@ std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const s
   text << "  'tok/$ @load': output tokens per dollar at this scenario's offered load (out tok/s x 3600 / $/hour). "
           "A deployment the load does not saturate would serve more for the same price, so this compares prices at "
           "this load, not capacities; `capsim capacity` finds the load where each one saturates.\n";
+  // Which rows rest on cards whose efficiencies nobody measured (plan's 'data' column).
+  std::string unmeasured;
+  for (const CompareRow& r : rows) {
+    std::set<std::string> seen;
+    for (const GroupSpec& g : r.groups) {
+      const Card& c = cards().find(g.card);
+      if (c.efficiency_data == "measured" || !seen.insert(c.name).second) continue;
+      unmeasured += "\n    " + r.name + ": " + c.name + " " + c.efficiency_data_text();
+    }
+  }
+  if (!unmeasured.empty()) {
+    text << "  'data': these deployments' card efficiencies are not measured on the card (calibration/cards, "
+            "efficiency.data); their latencies are less certain than their intervals say:"
+         << unmeasured << "\n";
+  }
   // The table's cell holds the start of a reason; here each one whole, once, with the
   // deployments it stopped.
   std::vector<std::pair<std::string, std::string>> reasons;  // (message, deployments)
@@ -509,6 +525,15 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       x["decision"] = plan::decision_name(r.eval.verdict.decision);
       x["steady_state"] = steady_state_json(s.steady);
       x["launch"] = launch_json(launch_of(base, r.groups));
+      nlohmann::json data = nlohmann::json::array();
+      for (const GroupSpec& g : r.groups) {
+        const Card& c = cards().find(g.card);
+        data.push_back({{"card", c.name},
+                        {"card_class", c.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.card_class)},
+                        {"efficiencies", c.efficiency_data.empty() ? "unstated" : c.efficiency_data},
+                        {"basis", c.efficiency_data_basis}});
+      }
+      x["card_data"] = data;
       if (answer.have_slos) x["model_error"] = deployment_model_error_json(deployment_of(base, r.groups), r.eval.verdict);
     }
     out.push_back(x);

@@ -104,6 +104,10 @@ TEST_CASE("plan's cheapest option, run by compare and by simulate, gives plan's 
       REQUIRE(row.contains("model_error"));
       CHECK(row["model_error"] == option["model_error"]);
       CHECK(row["model_error"]["holds_at_p90"].is_boolean());
+      // What the card's efficiencies rest on: plan's card_data, per group in compare.
+      REQUIRE(row["card_data"].size() == 1);
+      CHECK(row["card_data"][0]["card"] == option["card"]);
+      for (const char* k : {"card_class", "efficiencies", "basis"}) CHECK(row["card_data"][0][k] == option["card_data"][k]);
     }
 
     const json sim = json_of(run_capsim("simulate " + kScenario + deployment_flags(option, replicas) + " -q --json -"));
