@@ -14,7 +14,7 @@ shift || true
 build="${BUILD_DIR:-build-asan}"
 all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
      fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http fuzz_sweep fuzz_openai_request
-     fuzz_emulate_http)
+     fuzz_emulate_http fuzz_kernel_table)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -56,6 +56,11 @@ for t in "${targets[@]}"; do
     fuzz_sweep) seed "$t" "" workloads/sweeps/*.yaml fuzz/seeds/fuzz_sweep/* ;;
     fuzz_openai_request) seed "$t" "" fuzz/seeds/fuzz_openai_request/* ;;
     fuzz_emulate_http) seed "$t" "" fuzz/seeds/fuzz_emulate_http/* ;;
+    fuzz_kernel_table)
+      seed "$t" 00 fuzz/seeds/fuzz_kernel_table/gemm.csv
+      seed "$t" 01 fuzz/seeds/fuzz_kernel_table/attention.csv
+      seed "$t" 02 fuzz/seeds/fuzz_kernel_table/moe.csv
+      seed "$t" 03 fuzz/seeds/fuzz_kernel_table/allreduce.csv ;;
   esac
 done
 

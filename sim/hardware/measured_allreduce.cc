@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "sim/core/error.h"
 #include "sim/hardware/kernel_table_text.h"
@@ -18,7 +19,13 @@ MeasuredAllReduceTable MeasuredAllReduceTable::load(const std::string& path) {
   t.info_ = r.info;
   std::map<int, std::vector<std::pair<double, double>>> by_gpus;
   for (const auto& row : r.rows) {
-    if (row[0] < 2) throw Error(path + ": gpus must be at least 2 (an all-reduce over one GPU is no kernel)");
+    // Checked before the cast: a count past int's range was undefined behaviour (found by
+    // fuzz_kernel_table). 65536 GPUs is far past any all-reduce group measured.
+    if (row[0] < 2 || row[0] > 65536) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", row[0]);
+      throw Error(path + ": gpus " + shown + " is not a GPU count in 2..65536 (an all-reduce over one GPU is no kernel)");
+    }
     by_gpus[static_cast<int>(row[0])].push_back({row[1], row[2]});
   }
   for (auto& [gpus, pts] : by_gpus) {

@@ -221,6 +221,11 @@ TEST_CASE("malformed MoE and all-reduce tables are refused with file, line and w
     const auto p = write_file(dir, "allreduce-bf16.csv", "# op: allreduce\n" + head + "gpus,bytes,us\n2.5,128,4\n");
     CHECK_THROWS_WITH(MeasuredAllReduceTable::load(p), p + ":9: gpus '2.5' is not a whole number");
   }
+  SECTION("a GPU count past any group (and past int: undefined behaviour before, found by fuzz_kernel_table)") {
+    const auto p = write_file(dir, "allreduce-bf16.csv", "# op: allreduce\n" + head + "gpus,bytes,us\n2,128,4\n5e48,128,4\n");
+    CHECK_THROWS_WITH(MeasuredAllReduceTable::load(p),
+                      p + ": gpus 5e+48 is not a GPU count in 2..65536 (an all-reduce over one GPU is no kernel)");
+  }
   SECTION("an all-reduce table filed as MoE") {
     const auto p = write_file(dir, "moe-bf16.csv", "# op: allreduce\n" + head + "gpus,bytes,us\n2,128,4\n");
     CHECK_THROWS_WITH(MeasuredMoeTable::load(p), p + ":8: unknown column 'gpus'; a moe table has tokens, hidden, inter, "
