@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/input_limits.h"
 
 namespace capsim::calibration {
 namespace {
@@ -36,10 +37,21 @@ double positive(const json& j, const std::string& key, const std::string& at, co
 
 std::int64_t count(const json& j, const std::string& key, const std::string& at) {
   const double v = number(j, key, at, "a count of requests");
-  if (v < 0 || v != std::floor(v)) {
-    throw Error(at + ": field '" + key + "' is " + field(j, key, at).dump() + ", not a count of requests");
+  // 1e12 requests is far past any benchmark run; above 2^63 the cast below was undefined.
+  if (v < 0 || v != std::floor(v) || v > 1e12) {
+    throw Error(at + ": field '" + key + "' is " + field(j, key, at).dump() + ", not a count of requests (0..1e12)");
   }
   return static_cast<std::int64_t>(v);
+}
+
+// A run cannot complete more requests than it sent (found by fuzz_bench_runs: the means per
+// completed request were then taken over requests that were never sent).
+void require_sent(const BenchRun& r, const std::string& at, const std::string& completed_key,
+                  const std::string& sent_key) {
+  if (r.completed > r.requests) {
+    throw Error(at + ": field '" + completed_key + "' (" + std::to_string(r.completed) + ") is more than '" + sent_key +
+                "' (" + std::to_string(r.requests) + "), the requests sent");
+  }
 }
 
 void require_completed(const BenchRun& r, const std::string& at, const std::string& key) {
@@ -70,6 +82,7 @@ BenchRun vllm_run(const json& j, const std::string& path) {
   r.completed = count(j, "completed", path);
   require_completed(r, path, "completed");
   r.requests = count(j, "num_prompts", path);
+  require_sent(r, path, "completed", "num_prompts");
   const json& rate = field(j, "request_rate", path);
   if (rate.is_string() && (rate == "inf" || rate == "Infinity")) {
     // vLLM writes "inf" for --request-rate inf: every request sent at once, bounded by max_concurrency.
@@ -135,6 +148,7 @@ BenchRun guidellm_run(const json& b, const std::string& path, std::size_t index)
   r.completed = count(totals, "successful", at + ".request_totals");
   require_completed(r, at + ".request_totals", "successful");
   r.requests = count(totals, "total", at + ".request_totals");
+  require_sent(r, at + ".request_totals", "successful", "total");
   const std::string sat = at + ".args.strategy";
   const json& strategy = field(field(b, "args", at), "strategy", at + ".args");
   const json& type = field(strategy, "type_", sat);
@@ -187,17 +201,13 @@ std::vector<BenchRun> parse_bench_runs(const json& j, const std::string& path) {
 }
 
 std::vector<BenchRun> load_bench_runs(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": not JSON (" + std::string(e.what()) + ")");
-  }
-  return parse_bench_runs(j, path);
+  // Through the bounded reader every JSON input uses (sim/core/input_limits.h): a size limit, a
+  // nesting limit, and every nlohmann error as capsim::Error naming the file. Before, a number
+  // past double's range escaped as nlohmann's out_of_range (found by fuzz_bench_runs). GuideLLM
+  // reports keep every request, so the limit is larger than capsim's own JSON files'.
+  constexpr std::size_t kMaxResultBytes = std::size_t{64} << 20;
+  const std::string text = read_input_file(path, "load-generator result (vllm bench serve, GuideLLM)", kMaxResultBytes);
+  return parse_bench_runs(parse_json(text, path), path);
 }
 
 }  // namespace capsim::calibration

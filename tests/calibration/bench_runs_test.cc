@@ -7,6 +7,7 @@
 
 #include "sim/calibration/bench_runs.h"
 #include "sim/core/error.h"
+#include "tests/support/temp_dir.h"
 
 using capsim::calibration::BenchRun;
 using capsim::calibration::load_bench_runs;
@@ -124,5 +125,16 @@ TEST_CASE("malformed result files are refused naming the file and the field", "[
   failed["benchmarks"][0]["request_totals"]["successful"] = 0;
   CHECK(error_of(failed, "g.json") == "g.json: benchmarks[0].request_totals: field 'successful' is 0: no request "
                                       "completed, so the run measured nothing to fit");
-  CHECK_THROWS_WITH(load_bench_runs(kDir + "make_runs.py"), Catch::StartsWith(kDir + "make_runs.py: not JSON ("));
+  json more = g;
+  more["benchmarks"][0]["request_totals"]["successful"] = more["benchmarks"][0]["request_totals"]["total"].get<int>() + 1;
+  CHECK_THAT(error_of(more, "g.json"), Catch::Contains("g.json: benchmarks[0].request_totals: field 'successful' (") &&
+                                           Catch::Contains("is more than 'total' ("));
+  CHECK_THROWS_WITH(load_bench_runs(kDir + "make_runs.py"), Catch::StartsWith(kDir + "make_runs.py:1: malformed JSON: "));
+  // A number past double's range: nlohmann's out_of_range escaped without the file's name before
+  // (found by fuzz_bench_runs); now capsim's error, naming it.
+  capsim_test::TempDir tmp("bench_runs_overflow");
+  const std::string big = tmp.file("big.json");
+  std::ofstream(big) << R"({"completed": 1e999})";
+  CHECK_THROWS_WITH(load_bench_runs(big), Catch::StartsWith(big + ": malformed JSON: ") &&
+                                              Catch::Contains("number overflow"));
 }
