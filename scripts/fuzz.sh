@@ -14,7 +14,8 @@ shift || true
 build="${BUILD_DIR:-build-asan}"
 all=(fuzz_trace fuzz_model_config fuzz_card_yaml fuzz_engine_yaml fuzz_prices fuzz_scenario
      fuzz_assumptions fuzz_json_results fuzz_expressions fuzz_http fuzz_sweep fuzz_openai_request
-     fuzz_emulate_http fuzz_kernel_table fuzz_bench_runs fuzz_empirical)
+     fuzz_emulate_http fuzz_kernel_table fuzz_bench_runs fuzz_empirical
+     fuzz_card_profile)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -62,6 +63,7 @@ for t in "${targets[@]}"; do
       seed "$t" 02 fuzz/seeds/fuzz_kernel_table/moe.csv
       seed "$t" 03 fuzz/seeds/fuzz_kernel_table/allreduce.csv ;;
     fuzz_bench_runs) seed "$t" "" tests/data/calibrate-runs/*.json ;;
+    fuzz_card_profile) seed "$t" "" fuzz/seeds/fuzz_card_profile/* ;;
     fuzz_empirical)
       seed "$t" 00 fuzz/seeds/fuzz_empirical/tokens.csv
       seed "$t" 01 fuzz/seeds/fuzz_empirical/seconds.csv ;;
