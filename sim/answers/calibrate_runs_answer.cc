@@ -1,5 +1,7 @@
 #include "sim/answers/calibrate_runs_answer.h"
 
+#include "sim/core/checked.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -43,8 +45,8 @@ struct Predicted {
 double ape(double predicted, double measured) { return std::abs(predicted / measured - 1); }
 
 // The workload the run's load generator sent: its load (rate, concurrency or all at once), its
-// requests and lengths (per request where the file saved them, drawn independently, else the
-// means, fixed as vLLM's random dataset and GuideLLM's synthetic data send them).
+// requests and lengths (per request where the file saved them, each prompt with its own answer,
+// else the means, fixed as vLLM's random dataset and GuideLLM's synthetic data send them).
 ScenarioSpec run_spec(const DeploymentSpec& d, const BenchRun& r, std::uint64_t seed) {
   ScenarioSpec s;
   s.name = r.label;
@@ -69,9 +71,14 @@ ScenarioSpec run_spec(const DeploymentSpec& d, const BenchRun& r, std::uint64_t 
 }
 
 std::unique_ptr<Workload> per_request_workload(const ScenarioSpec& s, const BuiltScenario& b, const BenchRun& r) {
+  // Each measured request's prompt with its own answer (drawn independently before: a long
+  // prompt met a short answer as often as its own); whole tokens, within what the types carry, as
+  // an empirical distribution's draws are.
   LengthSpec lengths;
-  lengths.prompt = Distribution::empirical(r.input_lens, Distribution::Unit::kTokens, r.label + ": input_lens");
-  lengths.output = Distribution::empirical(r.output_lens, Distribution::Unit::kTokens, r.label + ": output_lens");
+  auto pairs = std::make_shared<std::vector<std::pair<std::int64_t, std::int64_t>>>();
+  const auto tokens = [](double v) { return std::clamp<std::int64_t>(std::llround(v), 1, checked::kMaxTokens); };
+  for (std::size_t i = 0; i < r.input_lens.size(); ++i) pairs->emplace_back(tokens(r.input_lens[i]), tokens(r.output_lens[i]));
+  lengths.paired = std::move(pairs);
   if (s.concurrency) {
     ClosedLoopConfig c;
     c.users = *s.concurrency;

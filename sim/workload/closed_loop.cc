@@ -75,7 +75,7 @@ class ClosedLoop : public Workload {
       if (c_.think.mean() == 0.0) o << " (each sends again as soon as its answer ends; chat users think, e.g. --think-time exponential:20s)";
       o << ", turns per session " << c_.turns.describe();
     }
-    o << "; question " << c_.lengths.prompt.describe() << ", answer " << c_.lengths.output.describe();
+    o << "; " << c_.lengths.describe("question", "answer");
     if (c_.prefix.system_prompt_tokens > 0) {
       o << "; system prompt " << c_.prefix.system_prompt_tokens << " tokens";
     }
@@ -103,8 +103,7 @@ class ClosedLoop : public Workload {
                   " s); shorten the think time or send fewer requests");
     }
     UserState& s = users_[u];
-    const auto question = static_cast<std::int64_t>(c_.lengths.prompt.sample(rng_));
-    const auto answer = static_cast<std::int64_t>(c_.lengths.output.sample(rng_));
+    const auto [question, answer] = c_.lengths.draw(rng_);
     if (s.turn > 0 && s.history_tokens + question + answer > c_.max_context) new_session(s);
     Request r;
     r.id = sent_++;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/workload/distributions.h"
@@ -31,6 +32,30 @@ struct RateStage {
 struct LengthSpec {
   Distribution prompt = Distribution::fixed(512, Distribution::Unit::kTokens);
   Distribution output = Distribution::fixed(128, Distribution::Unit::kTokens);
+  // Measured requests' (prompt, output) lengths, drawn together: one pair, uniformly, per
+  // request, so a run's long prompts keep their own answers (`capsim calibrate runs` replaying a
+  // `vllm bench serve --save-detailed` file). When set, prompt and output are not drawn.
+  // Each length >= 1.
+  std::shared_ptr<const std::vector<std::pair<std::int64_t, std::int64_t>>> paired;
+
+  // One request's (prompt, output) tokens: a pair when `paired` is set, else prompt then output
+  // drawn in that order (the order every seeded run has used).
+  std::pair<std::int64_t, std::int64_t> draw(Rng& rng) const {
+    if (paired) {
+      return (*paired)[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(paired->size()) - 1))];
+    }
+    const auto question = static_cast<std::int64_t>(prompt.sample(rng));
+    return {question, static_cast<std::int64_t>(output.sample(rng))};
+  }
+  // "prompt 512, output 128" (with the callers' words), or "(prompt, output) pairs of 480
+  // measured requests".
+  std::string describe(const std::string& prompt_word, const std::string& output_word) const {
+    if (paired) {
+      return "(" + prompt_word + ", " + output_word + ") pairs of " + std::to_string(paired->size()) +
+             " measured requests";
+    }
+    return prompt_word + " " + prompt.describe() + ", " + output_word + " " + output.describe();
+  }
 };
 
 // Shared-prefix groups: each request carries one of `groups` system prompts of

@@ -88,7 +88,7 @@ class OpenLoop : public Workload {
         if (c_.stages[i].duration_s > 0) o << " for " << c_.stages[i].duration_s << " s";
       }
     }
-    o << "; prompt " << c_.lengths.prompt.describe() << ", output " << c_.lengths.output.describe();
+    o << "; " << c_.lengths.describe("prompt", "output");
     if (c_.prefix.groups > 0) {
       o << "; " << c_.prefix.groups << " shared system prompts of " << c_.prefix.system_prompt_tokens
         << " tokens";
@@ -119,8 +119,8 @@ class OpenLoop : public Workload {
       sink.arrive(std::move(r));
       return;
     }
-    const auto question = static_cast<std::int64_t>(c_.lengths.prompt.sample(lengths_));
-    r.output_tokens = static_cast<std::int64_t>(c_.lengths.output.sample(lengths_));
+    const auto [question, answer] = c_.lengths.draw(lengths_);
+    r.output_tokens = answer;
     if (c_.prefix.groups > 0) {
       const auto g = static_cast<std::uint64_t>(lengths_.uniform_int(0, c_.prefix.groups - 1));
       r.segments.push_back({0x5000000000000000ULL + g, c_.prefix.system_prompt_tokens});

@@ -98,7 +98,7 @@ TEST_CASE("skip-ahead: chat users with prefix caching, warm-up and an SLO", "[sk
   u.think = Distribution::parse("exponential:5s", Distribution::Unit::kSeconds, "test");
   u.turns = Distribution::parse("geometric:4", Distribution::Unit::kCount, "test");
   u.lengths = {Distribution::parse("lognormal:150:1200", Distribution::Unit::kTokens, "test"),
-               Distribution::parse("lognormal:250:1000", Distribution::Unit::kTokens, "test")};
+               Distribution::parse("lognormal:250:1000", Distribution::Unit::kTokens, "test"), nullptr};
   u.prefix.groups = 1;
   u.prefix.system_prompt_tokens = 300;
   u.seed = 5;

@@ -69,7 +69,7 @@ ClosedLoopConfig chat(int users, const char* think, const char* turns, std::int6
   u.think = Distribution::parse(think, Distribution::Unit::kSeconds, "test");
   u.turns = Distribution::parse(turns, Distribution::Unit::kCount, "test");
   u.lengths = {Distribution::parse("lognormal:150:1200", Distribution::Unit::kTokens, "test"),
-               Distribution::parse("lognormal:250:1000", Distribution::Unit::kTokens, "test")};
+               Distribution::parse("lognormal:250:1000", Distribution::Unit::kTokens, "test"), nullptr};
   u.prefix.groups = 2;
   u.prefix.system_prompt_tokens = 300;
   u.requests = requests;

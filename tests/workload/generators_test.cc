@@ -349,3 +349,23 @@ TEST_CASE("distributions: fixed, uniform and exponential", "[workload][dist]") {
 }
 
 }  // namespace
+
+TEST_CASE("open loop: paired lengths send each measured prompt with its own answer", "[workload][open]") {
+  // Two measured requests, (100 in, 10 out) and (2000 in, 400 out): drawn as pairs, no request
+  // is (100, 400) or (2000, 10), and both pairs appear (200 draws: the chance one never does is
+  // 2 x 2^-200). `capsim calibrate runs` replays --save-detailed files this way.
+  OpenLoopConfig o = open_cfg(ArrivalProcess::kConstant, 10.0, 200);
+  o.lengths.paired = std::make_shared<std::vector<std::pair<std::int64_t, std::int64_t>>>(
+      std::vector<std::pair<std::int64_t, std::int64_t>>{{100, 10}, {2000, 400}});
+  auto w = make_open_loop(o);
+  int short_ones = 0, long_ones = 0;
+  for (const Request& r : drain(*w)) {
+    if (r.prompt_tokens == 100 && r.output_tokens == 10) ++short_ones;
+    else if (r.prompt_tokens == 2000 && r.output_tokens == 400) ++long_ones;
+    else FAIL("a request of " << r.prompt_tokens << " in, " << r.output_tokens << " out is no measured pair");
+  }
+  CHECK(short_ones + long_ones == 200);
+  CHECK(short_ones > 0);
+  CHECK(long_ones > 0);
+  CHECK(w->describe().find("(prompt, output) pairs of 2 measured requests") != std::string::npos);
+}
