@@ -92,6 +92,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   j["curve"] = pts;
   const Deployment d = base.deployment.resolve();
   j["model_error"] = model_error_json(d);
+  j["step_costs"] = step_costs_json(d);
   std::ostringstream text;
   // The title names every pool the load runs on: mixed fleets' other groups, and a
   // disaggregated deployment's decode pool and KV link (the main deployment is its prefill pool).
@@ -132,6 +133,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   const std::string& verdict = a.verdict;
   text << title << "\n  capacity: " << verdict << "\n";
   if (n > 1) text << "  interval: " << a.interval << "\n";
+  text << "  " << step_costs_text(d) << "\n";
   text << "  " << model_error_line(d) << "\n";
   text << "\n";
   TextTable& t = a.table;

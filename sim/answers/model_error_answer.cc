@@ -1,5 +1,6 @@
 #include "sim/answers/model_error_answer.h"
 
+#include "sim/cost/roofline_cost.h"
 #include "sim/hardware/measured_kernels.h"
 #include "sim/scenario/model_error.h"
 
@@ -79,6 +80,34 @@ nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloV
   j["cost_source"] = cost_source_of(d);
   j["class"] = class_json(cls);
   return j;
+}
+
+std::string step_costs_text(const Deployment& d) {
+  const RooflineCost cost(d);
+  bool any_measured = false, all_measured = true;
+  for (const std::string* p : {&cost.gemm_source(), &cost.attention_source(), &cost.moe_source(), &cost.allreduce_source()}) {
+    if (p->empty()) continue;
+    const bool measured = p->rfind("measured:", 0) == 0;
+    any_measured = any_measured || measured;
+    all_measured = all_measured && measured;
+  }
+  if (all_measured) return "step costs: measured kernel tables (" + d.card.measured_kernels->describe() + ")";
+  std::string s = "step costs: " + std::string(any_measured ? "measured kernel tables where they cover a layer, else " : "") +
+                  "the datasheet roofline x " + d.card.name + "'s efficiencies (" + d.card.efficiency_data_text() + ")";
+  if (d.card.measured_kernels && !MeasuredKernels::enabled(d.engine.measured_kernels)) {
+    s += "; its measured kernel tables are off (--measured-kernels)";
+  }
+  return s;
+}
+
+nlohmann::json step_costs_json(const Deployment& d) {
+  const RooflineCost cost(d);
+  const auto or_null = [](const std::string& x) { return x.empty() ? nlohmann::json(nullptr) : nlohmann::json(x); };
+  return {{"summary", step_costs_text(d)},
+          {"linear_layers", cost.gemm_source()},
+          {"attention", cost.attention_source()},
+          {"moe", or_null(cost.moe_source())},
+          {"allreduce", or_null(cost.allreduce_source())}};
 }
 
 }  // namespace capsim::scenario

@@ -30,4 +30,11 @@ nlohmann::json margin_json(const plan::ModelErrorMargin& m);
 plan::ModelErrorMargin deployment_model_error_margin(const Deployment& d, const plan::SloVerdict& verdict);
 nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloVerdict& verdict);
 
+// Where a deployment's step times come from (issue 32: every answer says which it used): the
+// measured kernel tables, the datasheet roofline with the card file's efficiencies (and what they
+// rest on), or both. One line ("step costs: ..."), and as JSON {summary, linear_layers,
+// attention, moe, allreduce} (null where the model has none); `capsim roofline` itemises a step.
+std::string step_costs_text(const Deployment& d);
+nlohmann::json step_costs_json(const Deployment& d);
+
 }  // namespace capsim::scenario
