@@ -528,10 +528,9 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
       nlohmann::json data = nlohmann::json::array();
       for (const GroupSpec& g : r.groups) {
         const Card& c = cards().find(g.card);
-        data.push_back({{"card", c.name},
-                        {"card_class", c.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.card_class)},
-                        {"efficiencies", c.efficiency_data.empty() ? "unstated" : c.efficiency_data},
-                        {"basis", c.efficiency_data_basis}});
+        nlohmann::json one = {{"card", c.name}};
+        one.update(card_data_json(c));
+        data.push_back(one);
       }
       x["card_data"] = data;
       if (answer.have_slos) x["model_error"] = deployment_model_error_json(deployment_of(base, r.groups), r.eval.verdict);

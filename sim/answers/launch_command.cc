@@ -198,7 +198,8 @@ std::vector<LaunchFlag> vllm_serve_flags(const LaunchTarget& t, std::vector<std:
   }
   if (d.engine.name != "vllm") {
     notes.push_back("simulated with the " + d.engine.name +
-                    " engine profile: this vLLM line has the same limits, vLLM's own step costs differ");
+                    " engine profile: this vLLM line has the same limits; the profile's scheduler, memory defaults "
+                    "or step costs may differ from vLLM's");
   }
   return f;
 }

@@ -80,8 +80,9 @@ std::vector<LaunchFlag> sglang_launch_flags(const LaunchTarget& t, std::vector<s
 std::vector<LaunchFlag> trtllm_serve_flags(const LaunchTarget& t, std::vector<std::string>& notes);
 
 // The commands for the target: `vllm serve` first, then the engine profile's own server when the
-// profile is TensorRT-LLM's (trtllm-serve) or SGLang's (sglang.launch_server). A model without a Hugging Face id (a config.json given by path) is
-// named by its directory, which both servers accept for a local checkpoint.
+// profile is TensorRT-LLM's (trtllm-serve) or SGLang's (sglang.launch_server). A model without a
+// Hugging Face id (a config.json given by path) is named by its directory, which every server
+// accepts for a local checkpoint.
 std::vector<LaunchCommand> launch_commands(const LaunchTarget& t);
 
 // The targets a scenario ran: one per deployment group (the main one, then each extra group),

@@ -82,8 +82,9 @@ nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloV
   return j;
 }
 
-std::string step_costs_text(const Deployment& d) {
-  const RooflineCost cost(d);
+namespace {
+
+std::string step_costs_summary(const Deployment& d, const RooflineCost& cost) {
   bool any_measured = false, all_measured = true;
   for (const std::string* p : {&cost.gemm_source(), &cost.attention_source(), &cost.moe_source(), &cost.allreduce_source()}) {
     if (p->empty()) continue;
@@ -100,10 +101,14 @@ std::string step_costs_text(const Deployment& d) {
   return s;
 }
 
+}  // namespace
+
+std::string step_costs_text(const Deployment& d) { return step_costs_summary(d, RooflineCost(d)); }
+
 nlohmann::json step_costs_json(const Deployment& d) {
   const RooflineCost cost(d);
   const auto or_null = [](const std::string& x) { return x.empty() ? nlohmann::json(nullptr) : nlohmann::json(x); };
-  return {{"summary", step_costs_text(d)},
+  return {{"summary", step_costs_summary(d, cost)},
           {"linear_layers", cost.gemm_source()},
           {"attention", cost.attention_source()},
           {"moe", or_null(cost.moe_source())},

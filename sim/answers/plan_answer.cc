@@ -270,10 +270,7 @@ nlohmann::json option_json(const PlanRequest& o, const PlanAnswer& a, const Cand
     }
   }
   x["routers_tried"] = tried;
-  const Card& card_of_option = cards().find(c.card);
-  x["card_data"] = {{"card_class", card_of_option.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(card_of_option.card_class)},
-                    {"efficiencies", card_of_option.efficiency_data.empty() ? "unstated" : card_of_option.efficiency_data},
-                    {"basis", card_of_option.efficiency_data_basis}};
+  x["card_data"] = card_data_json(cards().find(c.card));
   x["headroom"] = {{"slos", bound_use_json(e.verdict)}, {"load", headroom_json(c.headroom, headroom_window)}};
   x["model_error"] = option_model_error_json(base, c);
   // Energy: every card of the deployment at TDP while busy (busy share of the run).
@@ -585,6 +582,12 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
 
   a.text = plan_text(o, a, explain_lines, explain_card, headroom_window);
   return a;
+}
+
+nlohmann::json card_data_json(const Card& c) {
+  return {{"card_class", c.card_class.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.card_class)},
+          {"efficiencies", c.efficiency_data.empty() ? "unstated" : c.efficiency_data},
+          {"basis", c.efficiency_data_basis}};
 }
 
 std::string option_ttft_text(const plan::Evaluation& e) {

@@ -63,6 +63,9 @@ PlanAnswer answer_plan(const PlanRequest& request, const plan::PlanProgress& pro
 // end in brackets; the measured window's value when there is no interval), and what binds (the
 // SLO that fails with one replica fewer and what limits it, else what limits the option).
 std::string option_ttft_text(const plan::Evaluation& e);
+// What a card's efficiencies rest on (plan's card_data, compare's per group):
+// {card_class, efficiencies (measured, partial, assumed, unstated), basis}.
+nlohmann::json card_data_json(const Card& c);
 std::string option_binds_text(const plan::Candidate& c);
 
 }  // namespace capsim::scenario

@@ -48,12 +48,6 @@ inline void split_commas(std::string_view line, std::vector<std::string>& out) {
   out.resize(n);
 }
 
-inline std::vector<std::string> split_commas(const std::string& line) {
-  std::vector<std::string> out;
-  split_commas(line, out);
-  return out;
-}
-
 // A table line's place in its file, for error messages: "path:line". Built only when a message
 // needs it (the readers check every cell of tens of thousands of lines at start-up).
 struct At {

@@ -155,7 +155,6 @@ bool MeasuredGemmTable::covers(double m, double n, double k) const {
 MeasuredKernels MeasuredKernels::list_dir(const std::string& dir, const std::string& card) {
   namespace fs = std::filesystem;
   MeasuredKernels out;
-  out.dir_ = dir;
   out.card_ = card;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;

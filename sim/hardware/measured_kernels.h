@@ -131,7 +131,7 @@ class MeasuredKernels {
   void read_tables(Tables& into) const;
   const Tables& tables() const;  // read on the first call
 
-  std::string dir_, card_;
+  std::string card_;
   std::vector<std::string> files_;  // the table files' paths, sorted
   std::unique_ptr<Lazy> lazy_ = std::make_unique<Lazy>();
 };
