@@ -66,6 +66,8 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   j["scenario"] = base.name;
   j["load_axis"] = axis.name;
   j["capacity"] = capacity;
+  // null, or the requests the capacity's run measured when too few to verify it (a PASS needs 200).
+  j["too_short_requests"] = found.too_short_requests > 0 ? nlohmann::json(found.too_short_requests) : nlohmann::json();
   j["evaluations"] = evaluations;
   j["replications"] = found.replications;
   j["first_seed"] = found.first_seed;
@@ -120,6 +122,11 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
                          " simulations)"
                    : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name +
                          (n > 1 ? " over " + seeds : "");
+  if (found.too_short_requests > 0) {
+    a.verdict += "; not verified: the run at that load measured " + std::to_string(found.too_short_requests) +
+                 " requests, fewer than the " + std::to_string(kMinSteadyStateObservations) +
+                 " a PASS needs (within the SLOs by its statistics); lengthen --duration";
+  }
   if (n > 1) {
     const auto [seed_lo, seed_hi] = std::minmax_element(found.seed_capacities.begin(), found.seed_capacities.end());
     a.interval = load_text(found.low) + " - " + load_text(found.high) + " " + axis.name +
@@ -153,7 +160,8 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   }
   t.print(text);
   if (unsure) {
-    text << "\n  unsure: not decided (a run not at steady state, or an interval that straddles a bound: `capsim "
+    text << "\n  unsure: not decided (a run not at steady state, too short for an interval (under " << kMinSteadyStateObservations
+         << " measured requests), or an interval that straddles a bound: `capsim "
             "simulate` at that load says which); capacity counts only loads verified to meet the SLOs, so a "
             "longer run (--duration) can raise it\n";
   }

@@ -436,9 +436,13 @@ std::string plan_text(const PlanRequest& o, PlanAnswer& a, const std::vector<std
            users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds, option_cost_source_text(base, c),
            option_model_error_margin(base, c).text()});
   }
+  const std::size_t too_short = static_cast<std::size_t>(
+      std::count_if(cands.begin(), cands.end(), [](const Candidate& c) { return c.too_short; }));
   if (ok.empty()) {
-    text << (live.empty() ? "  fits on no candidate: none fits in memory (reasons below)\n"
-                          : "  no candidate meets the SLOs (reasons below)\n");
+    text << (live.empty()  ? "  fits on no candidate: none fits in memory (reasons below)\n"
+             : too_short ? "  no option verified: the runs are too short to support a PASS (reasons below); "
+                           "lengthen the run (--duration or --requests)\n"
+                         : "  no candidate meets the SLOs (reasons below)\n");
   }
   else t.print(text);
   table = t;
@@ -569,8 +573,10 @@ PlanAnswer answer_plan(const PlanRequest& o, const plan::PlanProgress& progress)
   j["options"] = options;
   nlohmann::json rejected = nlohmann::json::array();
   for (const Candidate& c : cands) {
-    if (c.rejected) rejected.push_back({{"card", c.card}, {"tp", c.tp}, {"weights", c.weights},
-                                        {"kv_cache", c.kv}, {"reason", c.reason}});
+    if (!c.rejected) continue;
+    rejected.push_back({{"card", c.card}, {"tp", c.tp}, {"weights", c.weights}, {"kv_cache", c.kv}, {"reason", c.reason}});
+    // Within the SLOs on runs too short to call it: a machine-readable flag beside the reason.
+    if (c.too_short) rejected.back()["too_short"] = true;
   }
   j["rejected"] = rejected;
 

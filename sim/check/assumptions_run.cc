@@ -179,19 +179,13 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
           std::vector<const SimulationResult*> runs = {result.get()};
           for (const SimulationResult& x : extra_runs) runs.push_back(&x);
           const plan::SloDecision d = plan::decide_slo_replicated(s, runs);
-          bool d_why_short = false;
           // The value printed, its interval, the margin and the verdict are one estimate: the
           // steady-state statistic the interval is centred on (the mean over seeds with
           // --replications), not the whole measured window's, which can lie outside it.
           upper(r, d.estimate, s.seconds);
           r.passed = d.decision == plan::Decision::kPass;
+          // A run too short for an interval is INCONCLUSIVE there too (SloDecision::too_short).
           r.inconclusive = d.decision == plan::Decision::kInconclusive;
-          if (r.passed && !result->steady.analysed) {
-            // Too few requests for an interval or a steady-state check: not enough to PASS.
-            r.passed = false;
-            r.inconclusive = true;
-            d_why_short = true;
-          }
           if (d.has_interval) {
             r.low = d.low;
             r.high = d.high;
@@ -201,8 +195,6 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
           if (std::isnan(d.value)) {
             r.measured.reset();
             r.message = "no request completed with this statistic";
-          } else if (d_why_short) {
-            r.message = "within its bound, but the run is too short to support a PASS (no interval); run longer";
           } else if (!r.passed) {
             r.message = d.why;
           }
@@ -306,6 +298,10 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         }
         if (c.capacity <= 0 && !r.inconclusive) {
           r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit) + over;
+        } else if (r.inconclusive && c.too_short_requests > 0) {
+          r.message = "the SLOs hold up to " + value_text(c.capacity, r.unit) + " by the runs' statistics, but the run there measured " +
+                      std::to_string(c.too_short_requests) + " requests, fewer than the " +
+                      std::to_string(kMinSteadyStateObservations) + " a PASS needs; run longer (duration)";
         } else if (r.inconclusive) {
           r.message = value_text(e.limit, r.unit) + " is within the capacity's interval" + over + ": the SLOs hold" +
                       over + " up to " + value_text(c.capacity, r.unit) + ", and other seeds may hold them at " +

@@ -7,7 +7,6 @@
 namespace capsim {
 namespace {
 
-constexpr std::size_t kMinObservations = 200;  // below this, no interval is worth printing
 
 MetricIntervals intervals_of(const std::vector<double>& series, std::size_t batches) {
   const std::vector<Interval> v = batch_intervals(series, {-1, 50, 90, 95, 99}, batches);
@@ -52,9 +51,9 @@ SteadyState analyze_steady_state(const std::vector<RequestRecord>& records, std:
   };
   if (!std::is_sorted(order.begin(), order.end(), earlier)) std::sort(order.begin(), order.end(), earlier);
   st.observations = order.size();
-  if (order.size() < kMinObservations) {
+  if (order.size() < kMinSteadyStateObservations) {
     st.warnings.push_back("too short: " + std::to_string(order.size()) + " measured requests (< " +
-                          std::to_string(kMinObservations) +
+                          std::to_string(kMinSteadyStateObservations) +
                           "); no steady-state check or confidence interval; run longer (--duration)");
     return st;
   }

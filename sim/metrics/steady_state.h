@@ -25,7 +25,7 @@ struct SteadyState {
   std::size_t observations = 0;   // finished requests analysed (arrived after --warmup)
   std::size_t truncated = 0;      // of them, dropped by MSER-5 as further transient
   double transient_end_s = 0;     // arrival time of the first request kept (0 when none measured)
-  bool analysed = false;          // enough requests (>= 200) for MSER-5 and intervals
+  bool analysed = false;          // enough requests (kMinSteadyStateObservations) for MSER-5 and intervals
   bool settled = true;            // MSER-5's truncation point lies in the first half (true when not analysed)
   bool growing = false;           // TTFT batch means climb through the run: overload
   std::size_t batches = 0;
@@ -38,6 +38,9 @@ struct SteadyState {
 // `bounded_population`: the workload bounds the requests in the system (a closed loop), so TTFT
 // rising through the run is a transient still settling (sessions filling, histories growing),
 // reported as not settled, never as an overload (`growing`), which only an open loop can be.
+// Below this many measured requests a run gets no MSER-5 check and no interval, and so no PASS
+// (plan::decide_slo): a p95 of fewer requests rests on a handful of them.
+inline constexpr std::size_t kMinSteadyStateObservations = 200;
 inline constexpr std::size_t kSteadyStateBatches = 20;
 SteadyState analyze_steady_state(const std::vector<RequestRecord>& records,
                                  std::size_t batches = kSteadyStateBatches, bool bounded_population = false);

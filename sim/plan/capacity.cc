@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <cstdint>
+#include <limits>
 #include <map>
 
 #include "sim/core/error.h"
@@ -173,15 +174,23 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
   out.floor_load = axis.whole ? 1 : 0.01;
   const double start = load_of(base, axis);
   SeedRuns runs(base, axis, replications, threads);
-  // The verdict over the seeds at each load: check_slos_runs, as plan and simulate decide.
+  // The verdict over the seeds at each load: check_slos_runs, as plan and simulate decide. The
+  // search steers by search_verdict: a low load in a fixed window has few requests.
   std::map<double, SloVerdict> verdicts;
   const auto verdict = [&](double load) -> const SloVerdict& {
     auto it = verdicts.find(load);
     if (it != verdicts.end()) return it->second;
     return verdicts.emplace(load, check_slos_runs(with_load(base, axis, load), runs.all(load), min_goodput)).first->second;
   };
-  const Bracket pass = search_load(axis, start, out.floor_load, [&](double load) { return verdict(load).met; });
+  const Bracket pass =
+      search_load(axis, start, out.floor_load, [&](double load) { return search_verdict(verdict(load)).met; });
   out.capacity = pass.meets;
+  if (out.capacity > 0 && verdict(out.capacity).only_too_short()) {
+    out.too_short_requests = std::numeric_limits<std::size_t>::max();
+    for (const SimulationResult* r : runs.all(out.capacity)) {
+      out.too_short_requests = std::min(out.too_short_requests, r->steady.observations);
+    }
+  }
   out.evaluations = pass.evaluations;
   out.low = out.high = out.capacity;
   if (replications > 1) {
@@ -201,7 +210,7 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
           out.seed_capacities[k] =
               search_load(axis, start, out.floor_load,
                           [&](double load) {
-                            return check_slos(with_load(base, axis, load), runs.one(load, k), min_goodput).met;
+                            return search_verdict(check_slos(with_load(base, axis, load), runs.one(load, k), min_goodput)).met;
                           })
                   .meets;
         },
@@ -219,8 +228,9 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
                       [&](double load) {
                         auto it = met.find(load);
                         if (it == met.end()) {
-                          it = met.emplace(load, check_slos_runs(with_load(base, axis, load), runs.all(load, k),
-                                                                 min_goodput).met)
+                          it = met.emplace(load, search_verdict(check_slos_runs(with_load(base, axis, load),
+                                                                                runs.all(load, k), min_goodput))
+                                                     .met)
                                    .first;
                         }
                         return it->second;
@@ -268,7 +278,7 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
 }
 
 Decision decide_min_load(const CapacityResult& c, double needed) {
-  if (c.capacity > 0 && needed <= c.capacity) return Decision::kPass;
+  if (c.capacity > 0 && needed <= c.capacity) return c.too_short_requests > 0 ? Decision::kInconclusive : Decision::kPass;
   if (needed > c.high || (c.fails_from > 0 && needed >= c.fails_from)) return Decision::kFail;
   return Decision::kInconclusive;
 }

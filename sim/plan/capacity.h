@@ -59,6 +59,10 @@ struct CapacityResult {
   // the last load below fails_from.
   double jackknife_error = 0, seed_capacity_sd = 0, standard_error = 0;
   double low = 0, high = 0;
+  // > 0: the capacity's run (the fewest of its seeds') measured only this many requests, too few
+  // for a PASS (SloDecision::too_short); the search steered by the statistic there
+  // (search_verdict), so the capacity is within the SLOs but not verified.
+  std::size_t too_short_requests = 0;
 };
 
 // Doubles (or halves) the load from the scenario's until the SLOs fail (or hold), then bisects
@@ -71,7 +75,8 @@ CapacityResult find_capacity(const scenario::ScenarioSpec& base, std::optional<d
 
 // Where `needed` lies against a capacity answer, the verdict `check`'s min_users and min_rate
 // give: PASS at or below `capacity` (verified over the seeds), FAIL above `high` or from
-// fails_from, INCONCLUSIVE between (other seeds may well answer it; these did not verify it).
+// fails_from, INCONCLUSIVE between (other seeds may well answer it; these did not verify it),
+// and INCONCLUSIVE instead of PASS when the capacity's run is too short (too_short_requests).
 Decision decide_min_load(const CapacityResult& c, double needed);
 
 }  // namespace capsim::plan

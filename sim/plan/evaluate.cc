@@ -163,6 +163,9 @@ scenario::ScenarioSpec share_of_load(const scenario::ScenarioSpec& spec, int par
 Evaluation evaluate_share(const scenario::ScenarioSpec& spec, int replicas,
                           std::optional<double> min_goodput, bool early_stop) {
   Evaluation e = evaluate(share_of_load(spec, replicas), 1, min_goodput, 1, early_stop);
+  // A share of the load has 1/replicas of the measured requests: too few for an interval says
+  // nothing about the cluster, whose verification (the whole load) must be long enough.
+  e.verdict = search_verdict(std::move(e.verdict));
   e.replicas = replicas;
   e.from_share = replicas > 1;
   return e;

@@ -98,6 +98,10 @@ RoutersSearch verify_option(const scenario::ScenarioSpec& base, const PlanSpace&
       [&](std::size_t r, int n) {
         Evaluation e = evaluate(specs[r], n, space.min_goodput, space.replications);
         drop_run_details(e.result);
+        // More replicas do not lengthen a run that is too short: the search steers by the
+        // statistic, and take_verification refuses to call the outcome verified.
+        e.too_short = e.verdict.only_too_short();
+        e.verdict = search_verdict(std::move(e.verdict));
         return e;
       },
       shared, std::min<unsigned>(threads, static_cast<unsigned>(routers.size())));
@@ -118,6 +122,16 @@ bool take_verification(Candidate& c, RoutersSearch&& rs, const std::vector<std::
     return false;
   }
   c.router = routers[rs.router];
+  if (c.search.best.too_short) {
+    c.rejected = true;
+    c.too_short = true;
+    c.reason = "not verified: within the SLOs with " + std::to_string(c.search.best.replicas) +
+               (c.search.best.replicas == 1 ? " replica" : " replicas") + " behind " + c.router + ", but on " +
+               std::to_string(c.search.best.result.steady.observations) + " measured requests, fewer than the " +
+               std::to_string(kMinSteadyStateObservations) +
+               " a 95% interval needs: too short to support a PASS; lengthen the run (--duration or --requests)";
+    return false;
+  }
   c.verified = true;
   return true;
 }
@@ -145,6 +159,7 @@ Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replic
   double lo = 1, hi = 0;
   const auto run = [&](double f) {
     Evaluation e = evaluate(with_load_factor(spec, f), replicas, min_goodput, 1, true);
+    e.verdict = search_verdict(std::move(e.verdict));  // above the verified load: more requests
     ++h.runs;
     if (e.verdict.met) {
       lo = f;

@@ -66,6 +66,9 @@ struct Candidate {
   // Filled by the search.
   bool rejected = false;
   bool cut_by_cost = false;  // rejected only because it could not rank among the --top cheapest
+  // Rejected only because its verification runs were too short to support a PASS (within the SLOs
+  // by their statistics; Evaluation::too_short).
+  bool too_short = false;
   std::string reason;
   ReplicaSearch search;
   bool verified = false;

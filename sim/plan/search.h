@@ -34,6 +34,9 @@ struct SloDecision {
   int seeds = 1;        // runs the interval spans: 1 = one run's batch means; n = a t interval over n seeds
   Decision decision = Decision::kFail;
   std::string why;      // for FAIL and INCONCLUSIVE
+  // INCONCLUSIVE only because the run measured fewer than kMinSteadyStateObservations requests
+  // (no interval, no steady-state check): within its bound, but too short to support a PASS.
+  bool too_short = false;
 };
 SloDecision decide_slo(const scenario::SloSpec& slo, const SimulationResult& r);
 // The same decision from independent replications (the scenario run with n >= 2 seeds): the
@@ -50,7 +53,16 @@ struct SloVerdict {
   std::vector<SloDecision> slos;
   std::string worst;      // the SLO closest to (or furthest past) its bound, "ttft_p95"
   double worst_ratio = 0; // value / bound of that SLO (> 1 = violated)
+  // INCONCLUSIVE, and each inconclusive SLO only too short (SloDecision::too_short).
+  bool only_too_short() const;
 };
+
+// The verdict a search over loads or replica counts steers by (plan's load shares, its headroom,
+// capacity): a run too short for an interval counts by its statistic against the bound, as its
+// SLOs' too-short INCONCLUSIVEs become PASS. A share's run has 1/r of the cluster's requests and
+// a low load few in a fixed window; what such a search finds is then verified, or reported with
+// the run it rests on. Every other verdict stays as decided.
+SloVerdict search_verdict(SloVerdict v);
 
 // Checks a result against the scenario's SLOs and an optional minimum goodput share.
 SloVerdict check_slos(const scenario::ScenarioSpec& spec, const SimulationResult& r,
@@ -69,6 +81,9 @@ struct Evaluation {
   SimulationResult result;
   SloVerdict verdict;
   bool from_share = false;  // result is one replica under 1/replicas of the load
+  // The verdict is search_verdict's and the run's own was INCONCLUSIVE only for being too short
+  // (plan's verification: the option is within its SLOs but cannot be called verified).
+  bool too_short = false;
 
   // The cluster's throughput: a share's scaled by the replica count.
   double output_throughput() const { return result.output_throughput * (from_share ? replicas : 1); }

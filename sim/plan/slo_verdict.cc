@@ -115,6 +115,12 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
   } else if (r.steady.growing) {
     d.decision = Decision::kInconclusive;
     d.why = "within its bound, but the run is overloaded (TTFT keeps growing): no steady state to decide on";
+  } else if (!r.steady.analysed) {
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound, but the run is too short to support a PASS: " + std::to_string(r.steady.observations) +
+            " measured requests, fewer than the " + std::to_string(kMinSteadyStateObservations) +
+            " a 95% interval needs; run longer";
+    d.too_short = true;
   } else if (!r.steady.settled) {
     d.decision = Decision::kInconclusive;
     d.why = "within its bound, but the run did not reach steady state (MSER-5, or TTFT still rising; see the warnings); run longer to decide";
@@ -128,7 +134,8 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   if (runs.size() < 2) return decide_slo(slo, *runs.at(0));
   SloDecision d = decide_slo(slo, *runs.front());
   std::vector<double> est;
-  bool growing = false, settled = true;
+  bool growing = false, settled = true, analysed = true;
+  std::size_t fewest = 0;  // the fewest measured requests of a replication
   for (const SimulationResult* r : runs) {
     const SloDecision one = decide_slo(slo, *r);
     // A replication whose clients timed out, or that rejected a request, decides it (decide_slo:
@@ -141,7 +148,9 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
     }
     est.push_back(one.estimate);
     growing = growing || r->steady.growing;
-    settled = settled && r->steady.settled && r->steady.analysed;
+    settled = settled && r->steady.settled;
+    if (est.size() == 1 || r->steady.observations < fewest) fewest = r->steady.observations;
+    analysed = analysed && r->steady.analysed;
   }
   // Seeds that change nothing (a trace replay has no random input) give identical runs: their
   // spread of zero says nothing about the uncertainty, so the first run's own batch-means
@@ -180,11 +189,36 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
     d.decision = Decision::kInconclusive;
     d.why = "within its bound" + range + ", but a replication did not reach steady state (MSER-5, or TTFT still rising) or is "
             "overloaded; run longer";
+  } else if (!analysed) {
+    // As for one run (decide_slo): each seed's estimate is then its whole window's statistic.
+    d.decision = Decision::kInconclusive;
+    d.why = "within its bound" + range + ", but a replication is too short to support a PASS: " +
+            std::to_string(fewest) + " measured requests, fewer than the " +
+            std::to_string(kMinSteadyStateObservations) + " its steady-state check needs; run longer";
+    d.too_short = true;
   } else {
     d.decision = Decision::kPass;
     d.why.clear();
   }
   return d;
+}
+
+bool SloVerdict::only_too_short() const {
+  if (decision != Decision::kInconclusive) return false;
+  return std::all_of(slos.begin(), slos.end(),
+                     [](const SloDecision& d) { return d.decision != Decision::kInconclusive || d.too_short; });
+}
+
+SloVerdict search_verdict(SloVerdict v) {
+  if (!v.only_too_short()) return v;
+  for (SloDecision& d : v.slos) {
+    if (!d.too_short) continue;
+    d.decision = Decision::kPass;
+    d.why.clear();
+  }
+  v.decision = Decision::kPass;
+  v.met = true;
+  return v;
 }
 
 SloVerdict check_slos(const scenario::ScenarioSpec& spec, const SimulationResult& r,

@@ -228,7 +228,7 @@ TEST_CASE("check: capacity, plan, memory and flag kinds on one small scenario", 
       "assertions:\n"
       "  - name: kinds\n"
       "    scenario: s.yaml\n"
-      "    workload: {duration: 40s}\n"        // an override of the scenario file
+      "    workload: {duration: 80s}\n"        // an override of the scenario file (>= 200 measured requests)
       "    expect:\n"
       "      min_rate: 2\n"
       "      fits_in_memory: {context: 8192}\n"

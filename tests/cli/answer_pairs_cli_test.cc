@@ -262,11 +262,57 @@ TEST_CASE("check's plan_cheapest_max_usd_per_hour is plan's cheapest option", "[
       "    workload: {duration: 10min, warmup: 2min}\n"
       "    expect:\n      plan_cheapest_max_usd_per_hour: {max_usd_per_hour: 5, cards: [t4], tp: [2]}\n");
   const auto chk = run_capsim("check '" + file + "' -q --json -");
-  CHECK(chk.status == 0);
+  REQUIRE(chk.status == 0);
   const json c = json_of(chk)["assertions"][0]["checks"][0];
   const json pj = json_of(run_capsim("plan " + kScenario + kPlanSpace + " -q --json -"));
   const json& option = pj["options"][0];
   CHECK(c["item"] == std::to_string(option["replicas"].get<int>()) + "x t4 tp2 fp16");
   CHECK(c["measured"].get<double>() == Approx(option["usd_per_hour"].get<double>()).epsilon(1e-12));
   CHECK(c["passed"] == true);
+}
+
+TEST_CASE("a run too short for an interval: simulate, compare, check and plan all decline to call it a PASS",
+          "[answers][check][plan][cli]") {
+  // 1 request/s for 2 minutes: 99 measured requests, fewer than the 200 a batch-means interval
+  // needs, with a TTFT p95 of ~24 ms under a 1 s bound. Before, simulate, compare and plan called
+  // it PASS while check called it INCONCLUSIVE.
+  const std::string flags =
+      "--model llama-3.1-8b --rate 1 --duration 2min --warmup 0s --input-tokens 256 --output-tokens 64 "
+      "--slo 'ttft_p95<=1s'";
+  const json sim = json_of(run_capsim("simulate " + flags + " --card h100-sxm -q --json -"));
+  REQUIRE(sim["capsim"]["slos"].size() == 1);
+  const json& slo = sim["capsim"]["slos"][0];
+  CHECK(slo["decision"] == "INCONCLUSIVE");
+  CHECK(slo["has_interval"] == false);
+  CHECK(slo["value_ms"].get<double>() < 1000);
+  const auto text = run_capsim("simulate " + flags + " --card h100-sxm -q");
+  CHECK(has(text.out, "too short to support a PASS"));
+  CHECK_FALSE(has(text.out, "PASS "));
+
+  const json row = compare_row(flags, "1x h100-sxm");
+  CHECK(row["decision"] == "INCONCLUSIVE");
+  CHECK(row["slos_met"] == false);
+
+  capsim_test::Scratch tmp("short_run");
+  const std::string file = tmp.write("assumptions.yaml",
+      "assertions:\n"
+      "  - name: short\n    model: llama-3.1-8b\n    deployment: {card: h100-sxm}\n"
+      "    workload: {rate: 1, duration: 2min, warmup: 0s, prompt_tokens: 256, output_tokens: 64}\n"
+      "    slo: {ttft_p95: 1s}\n"
+      "    expect: {slo: true}\n");
+  const auto chk = run_capsim("check '" + file + "' -q --json -");
+  CHECK(chk.status == 3);  // inconclusive
+  const json cj = json_of(chk);
+  CHECK(check_verdict(cj["assertions"][0]) == "INCONCLUSIVE");
+
+  // plan: the option is within the SLOs by the run's statistics, but not verified.
+  const auto plan = run_capsim("plan " + flags + " --cards h100-sxm --tp 1 --kv-cache auto -q --json -");
+  CHECK(plan.status == 1);
+  const json pj = json_of(plan);
+  CHECK(pj["options"].empty());
+  REQUIRE(pj["rejected"].size() == 1);
+  CHECK(pj["rejected"][0]["too_short"] == true);
+  CHECK(has(pj["rejected"][0]["reason"].get<std::string>(), "but on 99 measured requests, fewer than the 200"));
+  const auto plan_text = run_capsim("plan " + flags + " --cards h100-sxm --tp 1 --kv-cache auto -q");
+  CHECK(has(plan_text.out, "no option verified: the runs are too short to support a PASS"));
 }

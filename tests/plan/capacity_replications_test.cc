@@ -225,6 +225,50 @@ TEST_CASE("decide_min_load: PASS up to the capacity, INCONCLUSIVE within the int
   // No capacity at all, and no interval: FAIL.
   capsim::plan::CapacityResult none;
   CHECK(capsim::plan::decide_min_load(none, 1) == Decision::kFail);
+  // A capacity whose run was too short for a PASS verifies nothing below it either.
+  c.too_short_requests = 68;
+  CHECK(capsim::plan::decide_min_load(c, 50) == Decision::kInconclusive);
+  CHECK(capsim::plan::decide_min_load(c, 66) == Decision::kFail);
+}
+
+TEST_CASE("capacity on a window too short for an interval: found by the statistics, said to be unverified",
+          "[capacity][cli]") {
+  // 4 to 12 chat users on one L4 for 2.5 measured minutes: the search (by the runs' statistics)
+  // stops at 12 users, whose run measures 68 requests, under the 200 a PASS needs. Before, the
+  // search treated every such run as missing the SLOs (or, before that, as meeting them) and
+  // said nothing.
+  const std::string flags =
+      "--model llama-3.1-8b --card l4 --users 4 --think-time 10s --duration 3min --warmup 30s "
+      "--input-tokens 512 --output-tokens 256 --slo 'ttft_p95<=300ms' -q";
+  const Run text = run_capsim("capacity " + flags);
+  INFO(text.out << text.err);
+  CHECK(has(text.out, "capacity: 12 users meet every SLO (5 simulations); not verified: the run at that load measured "
+                      "68 requests, fewer than the 200 a PASS needs"));
+  const Run js = run_capsim("capacity " + flags + " --json -");
+  const nlohmann::json j = nlohmann::json::parse(js.out);
+  CHECK(j["capacity"].get<double>() == 12);
+  CHECK(j["too_short_requests"] == 68);
+  // The curve's point at the capacity is that run, decided as simulate decides it: not a PASS.
+  bool at_capacity = false;
+  for (const auto& p : j["curve"]) {
+    if (p["load"].get<double>() != 12) continue;
+    at_capacity = true;
+    CHECK(p["slos_verdict"] == "INCONCLUSIVE");
+  }
+  CHECK(at_capacity);
+  // check's min_users on the same scenario: INCONCLUSIVE (exit 3), naming the short run.
+  Scratch tmp("short_capacity");
+  const std::string file = tmp.write("a.yaml",
+      "assertions:\n"
+      "  - name: short\n    model: llama-3.1-8b\n    deployment: {card: l4}\n"
+      "    workload: {users: 4, think_time: 10s, duration: 3min, warmup: 30s, prompt_tokens: 512, output_tokens: 256}\n"
+      "    slo: {ttft_p95: 300ms}\n"
+      "    expect: {min_users: 8}\n");
+  const Run chk = run_capsim("check " + q(file) + " -q --json -");
+  CHECK(chk.status == 3);
+  const nlohmann::json row = nlohmann::json::parse(chk.out)["assertions"][0]["checks"][0];
+  CHECK(row["status"] == "INCONCLUSIVE");
+  CHECK(has(row["message"].get<std::string>(), "but the run there measured 68 requests, fewer than the 200"));
 }
 
 TEST_CASE("find_capacity: replications outside 1..1000 are refused naming the flag", "[capacity][replications]") {

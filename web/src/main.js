@@ -16,7 +16,34 @@ Chart.register(BarController, BarElement, CategoryScale, Legend, LinearScale, Li
 const $ = (id) => document.getElementById(id);
 const DEFAULT_CARDS = ['rtx-4090', 'l40s', 'h100-sxm'];
 // Short runs keep the page responsive; the CLI's defaults (5 min searches) are for real plans.
-const RUN = { duration: '4min', warmup: '1min', search_duration: '2min' };
+// A run's measured window is at least 3 minutes and long enough for MIN_MEASURED requests
+// (runLength): capsim calls no SLO met on fewer than 200 (docs/planning.md, "Too short to PASS"),
+// and the page asks for twice that so that a plan of a few users still verifies its options.
+const RUN = { warmup_s: 60, min_measured_s: 180, search_duration: '2min' };
+const MIN_MEASURED = 400;
+
+// The mean of a length or time field as the page's form writes it: "250", "lognormal:250:1000"
+// (the second field is the mean), "20s", "1.5min", "300ms". NaN when it is none of these.
+function meanOf(field) {
+  const m = /^(?:[a-z]+:)?([0-9.]+)\s*(ms|s|min|h)?\b/.exec(String(field).trim());
+  if (!m) return NaN;
+  const scale = { ms: 1e-3, s: 1, min: 60, h: 3600 }[m[2] ?? 's'];
+  return Number(m[1]) * scale;
+}
+
+// The run's duration and warm-up: the measured window long enough for MIN_MEASURED requests at
+// the form's load. Users send one request per think time plus answer, the answer taken at the
+// TPOT bound (output mean x TPOT): a long estimate of the cycle, so the window errs long.
+function runLength(s) {
+  const amount = Number(s.amount);
+  const perSecond = s.load === 'rate' ? amount
+    : amount / (meanOf(s.think) + meanOf(s.out) * Number(s.tpot) / 1000);
+  let measured = RUN.min_measured_s;
+  if (perSecond > 0 && Number.isFinite(perSecond)) {
+    measured = Math.max(measured, Math.ceil(MIN_MEASURED / perSecond / 60) * 60);
+  }
+  return { duration: `${(RUN.warmup_s + measured) / 60}min`, warmup: `${RUN.warmup_s / 60}min` };
+}
 
 // The chat users' workload of workloads/chatbot-500-users.yaml (the CLI's default scenario): think
 // time, turns per session whose history is the next prompt's prefix, a shared system prompt, and
@@ -75,7 +102,7 @@ function fromUrl(defaults) {
 
 // ---- requests -----------------------------------------------------------------------------------
 function scenarioBody(s) {
-  const workload = { duration: RUN.duration, warmup: RUN.warmup, input_tokens: s.in, output_tokens: s.out, system_prompt_tokens: /^\d+$/.test(s.system) ? Number(s.system) : s.system };
+  const workload = { ...runLength(s), input_tokens: s.in, output_tokens: s.out, system_prompt_tokens: /^\d+$/.test(s.system) ? Number(s.system) : s.system };
   if (s.load === 'rate') workload.rate = Number(s.amount);
   else Object.assign(workload, { users: Number(s.amount), think_time: `exponential:${s.think}`, turns: s.turns });
   const body = { model: s.model, workload, slo: { ttft_p95: `${s.ttft}ms`, tpot_p95: `${s.tpot}ms` }, seed: 1 };
