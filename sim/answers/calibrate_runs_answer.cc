@@ -103,8 +103,8 @@ std::unique_ptr<Workload> per_request_workload(const ScenarioSpec& s, const Buil
 
 class Simulator {
  public:
-  Simulator(const DeploymentSpec& d, const std::vector<BenchRun>& runs, std::uint64_t seed)
-      : deployment_(d), runs_(runs), seed_(seed) {}
+  Simulator(const DeploymentSpec& d, const std::vector<BenchRun>& runs, std::uint64_t seed, CancelFlag cancel)
+      : deployment_(d), runs_(runs), seed_(seed), cancel_(std::move(cancel)) {}
 
   const SimPoint& at(std::size_t run, double step_s) {
     const auto key = std::make_pair(run, std::llround(step_s * 1e9));
@@ -125,6 +125,8 @@ class Simulator {
       g.deployment.engine.return_per_sequence_s = 0;
     }
     b.config.progress = false;
+    b.config.cancel = cancel_;
+    throw_if_cancelled(cancel_);  // between replays too: a short one may end before its first check
     const SimulationResult res = simulate(b.config, *b.workload);
     if (res.completed == 0) throw Error(r.label + ": no request completed in capsim's replay of this run");
     SimPoint p;
@@ -148,6 +150,7 @@ class Simulator {
   DeploymentSpec deployment_;
   const std::vector<BenchRun>& runs_;
   std::uint64_t seed_;
+  CancelFlag cancel_;
   std::map<std::pair<std::size_t, long long>, SimPoint> cache_;
 };
 
@@ -327,7 +330,7 @@ CalibrateRunsAnswer answer_calibrate_runs(const CalibrateRunsRequest& request) {
   }
   const EngineProfile& e = a.deployment.engine;
   const Params base{e.step_overhead_s, e.frontend_per_prompt_token_s, e.return_per_sequence_s};
-  Simulator sim(request.deployment, runs, request.seed);
+  Simulator sim(request.deployment, runs, request.seed, request.cancel);
   const std::size_t n = runs.size();
   std::vector<std::size_t> all(n);
   for (std::size_t i = 0; i < n; ++i) all[i] = i;
@@ -438,6 +441,8 @@ nlohmann::json calibrate_runs_json(const CalibrateRunsAnswer& a, const std::opti
   }
   j["warnings"] = a.warnings;
   j["out"] = out ? nlohmann::json(*out) : nlohmann::json(nullptr);
+  // The profile --out writes, so that a client of the HTTP API (which writes no file) has it too.
+  j["profile_yaml"] = a.profile_yaml;
   return j;
 }
 

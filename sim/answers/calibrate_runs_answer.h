@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/calibration/bench_runs.h"
+#include "sim/core/cancel.h"
 #include "sim/llm/deployment.h"
 #include "sim/scenario/deployment_spec.h"
 
@@ -27,6 +28,7 @@ struct CalibrateRunsRequest {
   std::string date;                            // YYYY-MM-DD for the sources; empty: today (UTC)
   std::string command_line;                    // recorded in the profile's header
   std::uint64_t seed = 1;
+  CancelFlag cancel;  // set by a front end to stop the replays (HTTP: the client went away)
 };
 
 // One constant's verdict: fitted on every run, and the out-of-fold error of its target metrics

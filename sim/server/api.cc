@@ -365,7 +365,7 @@ Endpoint route(std::string_view method, std::string_view path) {
       {"/v1/plan", "POST", Endpoint::kPlan},        {"/v1/capacity", "POST", Endpoint::kCapacity},
       {"/v1/compare", "POST", Endpoint::kCompare},  {"/v1/check", "POST", Endpoint::kCheck},
       {"/v1/batch-serve", "POST", Endpoint::kBatchServe}, {"/v1/finetune", "POST", Endpoint::kFinetune},
-      {"/v1/calibrate", "POST", Endpoint::kCalibrate},
+      {"/v1/calibrate", "POST", Endpoint::kCalibrate},   {"/v1/calibrate/runs", "POST", Endpoint::kCalibrateRuns},
   };
   for (const Entry& e : kTable) {
     if (e.path != path) continue;
@@ -412,6 +412,7 @@ Job prepare(Endpoint e, std::string_view body, const Limits& limits) {
     case Endpoint::kBatchServe: return prepare_batch_serve(j, limits);
     case Endpoint::kFinetune: return prepare_finetune(j, limits);
     case Endpoint::kCalibrate: return prepare_calibrate(j, limits);
+    case Endpoint::kCalibrateRuns: return prepare_calibrate_runs(j, limits);
     default: throw HttpError(500, "prepare: not a POST endpoint");
   }
 }

@@ -46,7 +46,7 @@ class HttpError : public std::runtime_error {
 enum class Endpoint {
   kHealth, kCards, kModels, kEngines, kOpenApi, kPage,  // GET, answered at once
   kFit, kSimulate, kPlan, kCapacity, kCompare, kCheck,  // POST, run on the pool
-  kBatchServe, kFinetune, kCalibrate,                   // POST, run on the pool
+  kBatchServe, kFinetune, kCalibrate, kCalibrateRuns,   // POST, run on the pool
 };
 
 // `path` without its query. Throws HttpError 404 for an unknown path, 405 (message lists the

@@ -94,5 +94,6 @@ Job prepare_check(const nlohmann::json& body, const Limits& limits);
 Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits);
 Job prepare_finetune(const nlohmann::json& body, const Limits& limits);
 Job prepare_calibrate(const nlohmann::json& body, const Limits& limits);
+Job prepare_calibrate_runs(const nlohmann::json& body, const Limits& limits);
 
 }  // namespace capsim::server::detail

@@ -27,6 +27,8 @@
 #include "sim/report/table.h"
 #include "sim/answers/batch_serve_answer.h"
 #include "sim/answers/calibrate_answer.h"
+#include "sim/answers/calibrate_runs_answer.h"
+#include "sim/calibration/bench_runs.h"
 #include "sim/answers/capacity_answer.h"
 #include "sim/scenario/catalogues.h"
 #include "sim/scenario/held_models.h"
@@ -250,6 +252,90 @@ Job prepare_check(const nlohmann::json& body, const Limits& limits) {
         if (progress) progress({{"phase", "assertions"}, {"done", d}, {"total", t}});
       });
       return json_text(check::check_json(c));
+    });
+  };
+}
+
+// At most this many runs in one body: each is replayed at every step overhead the fit tries,
+// for every fold (docs/calibration.md#your-own-runs).
+constexpr std::size_t kMaxCalibrateRuns = 32;
+
+// `capsim calibrate runs` on result files the body carries: the scenario's model and deployment
+// (the runs measured them) and calibrate_runs: {runs: [...], date, seed}. Each run is a result
+// file's JSON object (vllm bench serve --save-result, or GuideLLM's report), or {"name": ...,
+// "result": {...}} to name it as the CLI names a file. Never a path: the server reads no file a
+// client names. Each replay counts against --max-requests and --max-users as a run does.
+Job prepare_calibrate_runs(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "calibrate_runs", {"runs", "date", "seed"});
+  const Scenario in = scenario_of(body, {"calibrate_runs"}, limits, false);
+  scenario::CalibrateRunsRequest req;
+  req.deployment = in.spec.deployment;
+  req.command_line = "POST /v1/calibrate/runs";
+  const std::string what =
+      "an array of result files' JSON objects (vllm bench serve --save-result, GuideLLM's report), each as "
+      "{\"name\": \"conc8.json\", \"result\": {...}} or the object itself";
+  if (!o.contains("runs")) throw HttpError(400, "calibrate_runs.runs: missing; expected " + what);
+  const nlohmann::json& runs = o["runs"];
+  if (!runs.is_array()) throw HttpError(400, "calibrate_runs.runs: expected " + what + ", got " + json_type_word(runs));
+  if (runs.size() > kMaxCalibrateRuns) {
+    throw HttpError(422, "calibrate_runs.runs: " + std::to_string(runs.size()) + " result files is more than the server fits at once (at most " +
+                             std::to_string(kMaxCalibrateRuns) + ")");
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const std::string field = "calibrate_runs.runs[" + std::to_string(i) + "]";
+    const nlohmann::json& x = runs[i];
+    if (x.is_string()) {
+      throw HttpError(400, field + ": the server reads no files; send the result file's JSON object itself");
+    }
+    if (!x.is_object()) throw HttpError(400, field + ": expected " + what + ", got " + json_type_word(x));
+    std::string name = field;
+    const nlohmann::json* result = &x;
+    if (x.contains("result")) {
+      for (const auto& [k, v] : x.items()) {
+        if (k != "name" && k != "result") throw HttpError(400, field + ": unknown field '" + k + "'; accepted: name, result");
+      }
+      if (x.contains("name")) {
+        if (!x["name"].is_string() || x["name"].get<std::string>().empty()) {
+          throw HttpError(400, field + ".name: expected text such as \"conc8.json\", got " + json_type_word(x["name"]));
+        }
+        name = x["name"].get<std::string>();
+      }
+      result = &x["result"];
+      if (!result->is_object()) throw HttpError(400, field + ".result: expected a result file's JSON object, got " + json_type_word(*result));
+    }
+    std::vector<calibration::BenchRun> got;
+    try {
+      got = calibration::parse_bench_runs(*result, name);
+    } catch (const Error& e) {
+      throw HttpError(400, e.what());
+    }
+    for (calibration::BenchRun& r : got) {
+      if (r.requests > limits.max_requests) {
+        throw HttpError(422, r.label + ": " + std::to_string(r.requests) + " requests is more than the server runs (at most " +
+                                 std::to_string(limits.max_requests) + " per run; capsim serve --max-requests)");
+      }
+      if (r.concurrency && *r.concurrency > limits.max_users) {
+        throw HttpError(422, r.label + ": " + std::to_string(*r.concurrency) + " requests in flight is more than the server runs (at most " +
+                                 std::to_string(limits.max_users) + "; capsim serve --max-users)");
+      }
+      req.runs.push_back(std::move(r));
+    }
+  }
+  if (o.contains("date")) {
+    const nlohmann::json& d = o["date"];
+    const std::string text = d.is_string() ? d.get<std::string>() : "";
+    const bool ok = text.size() == 10 && std::all_of(text.begin(), text.end(), [](char c) {
+      return (c >= '0' && c <= '9') || c == '-';
+    }) && text[4] == '-' && text[7] == '-';
+    if (!ok) throw HttpError(400, "calibrate_runs.date: expected a date as YYYY-MM-DD, e.g. \"2026-12-06\"");
+    req.date = text;
+  }
+  if (o.contains("seed")) req.seed = number<std::uint64_t>(o["seed"], "calibrate_runs.seed", 0, 9007199254740992.0);
+  return [in, req](const CancelFlag& cancel, const ProgressFn&) {
+    return guarded([&] {
+      scenario::CalibrateRunsRequest r = req;
+      r.cancel = cancel;
+      return json_text(scenario::calibrate_runs_json(scenario::answer_calibrate_runs(r), std::nullopt));
     });
   };
 }

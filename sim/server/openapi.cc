@@ -39,7 +39,9 @@ const char* const kOpenApi = R"json({
     "/v1/finetune": {"post": {"summary": "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card (capsim finetune)",
       "requestBody": {"$ref": "#/components/requestBodies/Finetune"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/calibrate": {"post": {"summary": "fit a card's efficiencies to a measured profile sent in the body; writes nothing, \"out\" is null (capsim calibrate fit)",
-      "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
+      "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/calibrate/runs": {"post": {"summary": "fit one deployment's engine overheads to its own vllm bench serve / GuideLLM results sent in the body; the profile is profile_yaml, \"out\" is null (capsim calibrate runs)",
+      "requestBody": {"$ref": "#/components/requestBodies/CalibrateRuns"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
   },
   "components": {
     "schemas": {
@@ -87,7 +89,12 @@ const char* const kOpenApi = R"json({
         "description": "capsim calibrate fit on a profile carried in the body (never a path)",
         "properties": {"card": {"type": "string", "example": "h100-sxm"}, "force": {"type": "boolean"},
           "profile": {"type": "object", "description": "capsim-calibrate's JSON (docs/calibration.md#profile)"}},
-        "required": ["profile"]}}}}
+        "required": ["profile"]}}}},
+      "CalibrateRuns": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"calibrate_runs": {"type": "object", "additionalProperties": false, "required": ["runs"], "properties": {
+          "runs": {"type": "array", "maxItems": 32, "description": "result files' JSON (vllm bench serve --save-result, GuideLLM's report), each the object itself or {name, result}; never a path",
+            "items": {"type": "object"}},
+          "date": {"type": "string", "example": "2026-12-06"}, "seed": {"type": "integer"}}}}}]}}}}
     },
     "responses": {
       "List": {"description": "an array, as `capsim list ... --json -` prints", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},

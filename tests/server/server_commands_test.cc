@@ -5,6 +5,7 @@
 // Driven without the transport, as server_answers_test.cc is (prepare() and the job it returns).
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -175,4 +176,112 @@ TEST_CASE("server: POST /v1/calibrate refuses a path, even to a readable profile
   e = refusal(Endpoint::kCalibrate, {{"card", "calibration/cards/h100-sxm.yaml"}, {"profile", json::object()}});
   CHECK(e.status() == 400);
   CHECK(std::string(e.what()).rfind("card: 'calibration/cards/h100-sxm.yaml' is not a card of the catalogue", 0) == 0);
+}
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+const std::string kRunsDir = std::string(CAPSIM_DATA_DIR) + "/tests/data/calibrate-runs/";
+
+// The body of POST /v1/calibrate/runs for tests/data/calibrate-runs' three vLLM result files.
+json calibrate_runs_body() {
+  json runs = json::array();
+  for (const char* f : {"conc4.json", "conc16.json", "rate6.json"}) {
+    runs.push_back({{"name", std::string("tests/data/calibrate-runs/") + f}, {"result", read_json(kRunsDir + f)}});
+  }
+  return {{"model", "llama-3.1-8b"},
+          {"deployment", {{"card", "h100-sxm"}}},
+          {"calibrate_runs", {{"runs", runs}, {"date", "2026-12-06"}}}};
+}
+
+}  // namespace
+
+TEST_CASE("server and CLI: POST /v1/calibrate/runs fits the result files the body carries as `capsim calibrate runs` does",
+          "[answers][server][calibrate-runs]") {
+  const std::string api = answer(Endpoint::kCalibrateRuns, calibrate_runs_body());
+  const auto cli = capsim_test::run_capsim(
+      "calibrate runs tests/data/calibrate-runs/conc4.json tests/data/calibrate-runs/conc16.json "
+      "tests/data/calibrate-runs/rate6.json --model llama-3.1-8b --card h100-sxm --date 2026-12-06 --json -");
+  INFO(cli.err);
+  REQUIRE(cli.status == 0);
+  // The same fit; the profile's header names the command that wrote it.
+  json expected = json::parse(cli.out);
+  std::string profile = expected["profile_yaml"];
+  const std::size_t from = profile.find("calibrated by `capsim calibrate runs ");
+  REQUIRE(from != std::string::npos);
+  const std::size_t start = from + std::string("calibrated by `").size();
+  profile.replace(start, profile.find('`', start) - start, "POST /v1/calibrate/runs");
+  expected["profile_yaml"] = profile;
+  CHECK(api == expected.dump(2) + "\n");
+  const json j = json::parse(api);
+  // The files were made with a step overhead of 1.5 ms (tests/answers/calibrate_runs_test.cc).
+  CHECK(j["written"]["overhead_step_ms"].get<double>() == Approx(1.5).margin(0.1));
+  CHECK(j["runs"].size() == 3);
+  CHECK(j["runs"][0]["run"] == "tests/data/calibrate-runs/conc4.json");
+  CHECK(j["out"].is_null());
+  CHECK(j["profile_yaml"].get<std::string>().find("own-runs-step") != std::string::npos);
+}
+
+TEST_CASE("server: POST /v1/calibrate/runs refuses paths, malformed runs and runs over the server's limits",
+          "[server][calibrate-runs]") {
+  json body = calibrate_runs_body();
+  // A path, even to a readable result file.
+  body["calibrate_runs"]["runs"][0] = kRunsDir + "conc4.json";
+  HttpError e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 400);
+  CHECK(std::string(e.what()) ==
+        "calibrate_runs.runs[0]: the server reads no files; send the result file's JSON object itself");
+  // A result without the keys either format has: the reader's message, naming the run.
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["runs"][1]["result"] = json{{"completed", 5}};
+  e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 400);
+  CHECK(std::string(e.what()).rfind("tests/data/calibrate-runs/conc16.json", 0) == 0);
+  // A result object given bare is named by its place in the list.
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["runs"][2] = json{{"completed", "many"}};
+  e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 400);
+  CHECK(std::string(e.what()).rfind("calibrate_runs.runs[2]", 0) == 0);
+  // Unknown fields, a non-array, a bad date.
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["runs"][0]["file"] = "x";
+  CHECK(refusal(Endpoint::kCalibrateRuns, body).status() == 400);
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["runs"] = "conc4.json";
+  CHECK(refusal(Endpoint::kCalibrateRuns, body).status() == 400);
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["date"] = "06/12/2026";
+  e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 400);
+  CHECK(std::string(e.what()) == "calibrate_runs.date: expected a date as YYYY-MM-DD, e.g. \"2026-12-06\"");
+  // One run: nothing can be cross-validated (the library's message).
+  body = calibrate_runs_body();
+  body["calibrate_runs"]["runs"].erase(1);
+  body["calibrate_runs"]["runs"].erase(1);
+  e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 400);
+  CHECK(std::string(e.what()).find("leaving one run out needs at least 2") != std::string::npos);
+  // Over the server's run limit: 422 before any simulation.
+  Limits small;
+  small.max_requests = 10;
+  e = refusal(Endpoint::kCalibrateRuns, calibrate_runs_body(), small);
+  CHECK(e.status() == 422);
+  CHECK(std::string(e.what()).find("requests is more than the server runs (at most 10 per run") != std::string::npos);
+  // More result files than one body may carry.
+  body = calibrate_runs_body();
+  for (int i = 0; i < 30; ++i) body["calibrate_runs"]["runs"].push_back(body["calibrate_runs"]["runs"][0]);
+  e = refusal(Endpoint::kCalibrateRuns, body);
+  CHECK(e.status() == 422);
+  CHECK(std::string(e.what()) == "calibrate_runs.runs: 33 result files is more than the server fits at once (at most 32)");
+}
+
+TEST_CASE("server: POST /v1/calibrate/runs stops when its client goes away", "[server][calibrate-runs]") {
+  const capsim::server::Job job = capsim::server::prepare(Endpoint::kCalibrateRuns, calibrate_runs_body().dump(), Limits{});
+  auto cancel = std::make_shared<std::atomic<bool>>(true);  // already gone
+  CHECK_THROWS_AS(job(cancel, [](const json&) {}), capsim::Cancelled);
 }

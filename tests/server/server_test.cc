@@ -111,8 +111,20 @@ TEST_CASE("server: GET answers are the catalogue listings as `capsim list --json
   REQUIRE(api.status == 200);
   const auto doc = nlohmann::json::parse(api.body);
   CHECK(doc["openapi"] == "3.0.3");
-  for (const char* p : {"/v1/fit", "/v1/simulate", "/v1/plan", "/v1/capacity", "/v1/compare", "/v1/check"}) {
+  for (const char* p : {"/v1/fit", "/v1/simulate", "/v1/plan", "/v1/capacity", "/v1/compare", "/v1/check",
+                        "/v1/batch-serve", "/v1/finetune", "/v1/calibrate", "/v1/calibrate/runs"}) {
+    INFO(p);
     CHECK(doc["paths"].contains(p));
+    CHECK(doc["paths"][p].contains("post"));
+  }
+  // Every body schema the paths refer to is there.
+  for (const auto& [path, item] : doc["paths"].items()) {
+    if (!item.contains("post") || !item["post"].contains("requestBody")) continue;
+    const auto& body = item["post"]["requestBody"];
+    if (!body.contains("$ref")) continue;
+    const std::string ref = body["$ref"];
+    INFO(path << " -> " << ref);
+    CHECK(doc["components"]["requestBodies"].contains(ref.substr(ref.rfind('/') + 1)));
   }
 }
 
