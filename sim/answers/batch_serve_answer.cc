@@ -8,7 +8,10 @@
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 const char* const kSloForm =
@@ -322,4 +325,4 @@ void print_batch_serve(std::ostream& os, const BatchServeAnswer& a) {
      << " of electricity at $" << fmt("%.4g", a.setup.prices.electricity_usd_per_kwh()) << "/kWh\n";
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

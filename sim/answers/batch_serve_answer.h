@@ -17,7 +17,7 @@
 #include "sim/hardware/card.h"
 #include "sim/plan/prices.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // The flags of `capsim batch-serve`, as text where the command line gives text. Messages name
 // the flags (--rate, --max-batch, ...); the server words them as its body's fields.
@@ -92,4 +92,4 @@ nlohmann::json batch_serve_json(const BatchServeAnswer& a);
 // The readable report `capsim batch-serve` prints.
 void print_batch_serve(std::ostream& os, const BatchServeAnswer& a);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

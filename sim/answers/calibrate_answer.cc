@@ -9,7 +9,10 @@
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 using namespace capsim::calibration;
@@ -335,4 +338,4 @@ void print_calibrate_show(std::ostream& os, const CalibrateShowAnswer& a) {
   t.print(os);
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

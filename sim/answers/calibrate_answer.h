@@ -21,7 +21,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/scenario/deployment_spec.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // One source of measurements, exactly: a profile file, the profile itself, or a Vidur folder.
 struct CalibrateFitRequest {
@@ -57,7 +57,7 @@ void print_calibrate_fit(std::ostream& os, const CalibrateFitAnswer& a);
 
 struct CalibrateCompareRequest {
   std::string file;  // STEPS.csv as scripts/model_step_bench.py writes it
-  DeploymentSpec deployment;
+  scenario::DeploymentSpec deployment;
   // Not given: the file's one model (card); a file holding several is refused.
   bool model_given = false, card_given = false;
 };
@@ -91,4 +91,4 @@ struct CalibrateShowAnswer {
 CalibrateShowAnswer answer_calibrate_show(const std::string& card);
 void print_calibrate_show(std::ostream& os, const CalibrateShowAnswer& a);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

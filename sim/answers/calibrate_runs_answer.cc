@@ -19,7 +19,10 @@
 #include "sim/scenario/scenario.h"
 #include "sim/workload/generators.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 using calibration::BenchRun;
@@ -483,4 +486,4 @@ void print_calibrate_runs(std::ostream& os, const CalibrateRunsAnswer& a) {
   for (const std::string& w : a.warnings) os << "warning: " << w << "\n";
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -19,12 +19,12 @@
 #include "sim/llm/deployment.h"
 #include "sim/scenario/deployment_spec.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct CalibrateRunsRequest {
   std::vector<std::string> files;              // result files, read with load_bench_runs
   std::vector<calibration::BenchRun> runs;     // or the runs already read (then files is unused)
-  DeploymentSpec deployment;                   // the deployment the runs measured; engine = the base profile
+  scenario::DeploymentSpec deployment;                   // the deployment the runs measured; engine = the base profile
   std::string date;                            // YYYY-MM-DD for the sources; empty: today (UTC)
   std::string command_line;                    // recorded in the profile's header
   std::uint64_t seed = 1;
@@ -72,4 +72,4 @@ CalibrateRunsAnswer answer_calibrate_runs(const CalibrateRunsRequest& request);
 nlohmann::json calibrate_runs_json(const CalibrateRunsAnswer& a, const std::optional<std::string>& out);
 void print_calibrate_runs(std::ostream& os, const CalibrateRunsAnswer& a);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -11,7 +11,10 @@
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 using plan::LoadAxis;
@@ -185,4 +188,4 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   return a;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

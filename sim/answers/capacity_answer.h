@@ -15,10 +15,10 @@
 #include "sim/report/table.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct CapacityRequest {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   std::optional<double> min_goodput;
   int points = 8;  // points on the curve, up to 1.5x the capacity
   // Seeds each load is decided over (seed .. seed + replications - 1; plan::find_capacity).
@@ -28,7 +28,7 @@ struct CapacityRequest {
 };
 
 struct CapacityAnswer {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   plan::CapacityResult found;
   std::vector<double> loads;               // the curve's loads
   std::vector<plan::Evaluation> curve;     // one evaluation per load
@@ -47,4 +47,4 @@ using CapacityProgress = std::function<void(const char* phase, std::size_t done,
 // cancel flag is set.
 CapacityAnswer answer_capacity(const CapacityRequest& request, const CapacityProgress& progress);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

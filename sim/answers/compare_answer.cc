@@ -23,7 +23,10 @@
 #include "sim/answers/launch_command.h"
 #include "sim/answers/simulate_report.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 
 const char* const kDeploymentForm =
     "accepted: 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+', e.g. '4x rtx-4090', '2x rtx-4090 tp2', "
@@ -543,4 +546,4 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
   return answer;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

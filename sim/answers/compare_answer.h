@@ -15,7 +15,7 @@
 #include "sim/report/table.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // One group of a deployment: N replicas of CARD at tensor parallelism TP.
 struct GroupSpec {
@@ -35,7 +35,7 @@ extern const char* const kDeploymentForm;
 std::vector<GroupSpec> parse_deployment_groups(const std::string& text, const std::string& flag = "--deployment");
 
 struct CompareRequest {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   std::vector<std::string> deployments;  // 'N x CARD [tpK] [PRECISION] [kv:PRECISION]' joined by '+'
   std::string search_mix;                // "CARD_A,CARD_B": every mix up to max_cards
   int max_cards = 8;
@@ -58,7 +58,7 @@ struct CompareRow {
 };
 
 struct CompareAnswer {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   std::vector<CompareRow> rows;
   int best = -1;           // index of the verdict in rows, -1 when none qualifies
   bool have_slos = false;
@@ -73,4 +73,4 @@ struct CompareAnswer {
 CompareAnswer answer_compare(const CompareRequest& request,
                              const std::function<void(std::size_t, std::size_t)>& progress);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -13,9 +13,13 @@
 #include "sim/plan/search.h"
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
+#include "sim/answers/model_error_answer.h"
 #include "sim/answers/simulate_report.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 using plan::Candidate;
@@ -182,7 +186,7 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
     text << (outcome.live.empty() ? "  none fits in memory\n" : "  none meets the SLOs\n");
   } else {
     TextTable t({"#", "deployment", "router", "replicas", "cards", "$/hour", "price", "data", "TTFT p95", "TPOT p95",
-                 "binds"});
+                 "binds", "at p90 model error"});
     // The cheapest few, and below them (ranked as the plan ranks them) the cheapest option on a
     // datacenter card and the cheapest whose card efficiencies were measured on that card, when
     // the few have none: the cheapest option can rest on consumer cards with borrowed numbers.
@@ -209,7 +213,8 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
       t.row({std::to_string(k + 1), plan::label(c), c.router, std::to_string(e.replicas),
              std::to_string(c.total_cards()), fmt("%.2f", c.option_usd_per_hour()),
              price_provenance(prices, c.card), card_of(k).efficiency_data.empty() ? "unstated" : card_of(k).efficiency_data,
-             ttft_text, units::format_time(e.result.tpot.p95), binds});
+             ttft_text, units::format_time(e.result.tpot.p95), binds,
+             option_model_error_margin(a.plan.base, c).text()});
     }
     t.print(text);
     text << "  Confidence: each option meets every SLO with its 95% interval inside the bound, from one run's batch "
@@ -217,7 +222,9 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
             "decided over seeds as above by `--replications`. 'binds': the SLO that fails with one replica fewer "
             "and what limits it. 'data': whether the card's efficiencies were measured on that card, in part, or "
             "assumed from another card (calibration/cards/; `capsim plan --datacenter-only` leaves out consumer "
-            "cards).\n";
+            "cards). 'at p90 model error': whether every latency SLO still holds with its interval's upper end made "
+            "worse by capsim's out-of-fold p90 error for the option's class, as `capsim plan` says it "
+            "(calibration/model-error.yaml).\n";
   }
 
   // Commands to copy, each with what it adds.
@@ -245,4 +252,4 @@ DefaultJobAnswer answer_default_job(const DefaultJobRequest& request) {
   return a;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

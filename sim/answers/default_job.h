@@ -13,10 +13,10 @@
 #include "sim/answers/plan_answer.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct DefaultJobRequest {
-  ScenarioSpec scenario;
+  scenario::ScenarioSpec scenario;
   std::string scenario_path;  // as the next commands name it, e.g. "workloads/chatbot-500-users.yaml"
   int seeds = 8;              // the scenario's SLOs decided over seeds seed .. seed + seeds - 1
   int options_shown = 3;      // the plan's cheapest options summarised (the plan keeps its default --top)
@@ -28,7 +28,7 @@ struct DefaultJobRequest {
 
 // One deployment decided over the seeds, as `simulate --replications N` decides it.
 struct OverSeedsAnswer {
-  ScenarioSpec spec;
+  scenario::ScenarioSpec spec;
   std::string flag;        // the one flag that turns the scenario's deployment into this one; "" for its own
   std::string deployment;  // "1 x h100-sxm bf16/kv fp8"
   nlohmann::json over_seeds;  // exactly `simulate --replications N --json -`'s capsim.over_seeds
@@ -51,4 +51,4 @@ struct DefaultJobAnswer {
 // Throws capsim::Error for bad input (a scenario without SLOs, an unknown name).
 DefaultJobAnswer answer_default_job(const DefaultJobRequest& request);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -7,7 +7,10 @@
 #include "sim/report/table.h"
 #include "sim/scenario/catalogues.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 double gb(double b) { return b / 1e9; }
@@ -220,4 +223,4 @@ void print_finetune(std::ostream& os, const FinetuneAnswer& a) {
         "batch is per GPU\n";
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -15,7 +15,7 @@
 #include "sim/plan/finetune.h"
 #include "sim/plan/prices.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // The flags of `capsim finetune`. Messages name the flags (--method, --cards, ...).
 struct FinetuneRequest {
@@ -50,4 +50,4 @@ nlohmann::json finetune_json(const FinetuneAnswer& a);
 // The readable report `capsim finetune` prints: the memory table, the card table, the verdict.
 void print_finetune(std::ostream& os, const FinetuneAnswer& a);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -5,7 +5,10 @@
 #include "sim/core/error.h"
 #include "sim/scenario/catalogues.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 nlohmann::json plan_json(const Deployment& d, const MemoryPlan& p) {
@@ -172,4 +175,4 @@ FitAnswer answer_fit(const DeploymentSpec& spec, std::optional<long long> contex
   return a;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

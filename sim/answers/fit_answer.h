@@ -14,7 +14,7 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/scenario/deployment_spec.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct FitAnswer {
   Deployment deployment;
@@ -27,6 +27,6 @@ struct FitAnswer {
 
 // `context` unset: the deployment's max_model_len when set, else 4096 tokens. Throws
 // capsim::Error for bad input.
-FitAnswer answer_fit(const DeploymentSpec& spec, std::optional<long long> context);
+FitAnswer answer_fit(const scenario::DeploymentSpec& spec, std::optional<long long> context);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

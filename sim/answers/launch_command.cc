@@ -10,7 +10,10 @@
 #include "sim/llm/memory_plan.h"
 #include "sim/scenario/catalogues.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 // vLLM's --dtype choices (auto, half, float16, bfloat16, float, float32).
@@ -421,4 +424,4 @@ std::string launch_text(const std::vector<LaunchCommand>& commands, const std::s
   return s;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

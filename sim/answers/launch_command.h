@@ -23,7 +23,7 @@
 #include "sim/llm/deployment.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct LaunchFlag {
   std::string name;   // "--max-num-seqs", as the program spells it
@@ -89,11 +89,11 @@ std::vector<LaunchCommand> launch_commands(const LaunchTarget& t);
 // with the spec's replicas, router and scheduler, and the context each group's replicas served
 // (the memory plan the simulation makes for them). Throws capsim::Error for an unknown name, as
 // build_scenario does.
-std::vector<LaunchTarget> launch_targets(const ScenarioSpec& spec);
+std::vector<LaunchTarget> launch_targets(const scenario::ScenarioSpec& spec);
 
 // Convenience for front ends: the commands as JSON (an array of LaunchCommand::to_json()) and as
 // indented text lines ("    vllm serve ...", "      # note").
 nlohmann::json launch_json(const std::vector<LaunchCommand>& commands);
 std::string launch_text(const std::vector<LaunchCommand>& commands, const std::string& indent);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -4,7 +4,10 @@
 #include "sim/scenario/catalogues.h"
 #include "sim/core/units.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 
 Listing list_cards() {
   Listing out;
@@ -88,4 +91,4 @@ Listing list_kv_links() {
   return out;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

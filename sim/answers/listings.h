@@ -6,7 +6,7 @@
 
 #include "sim/report/table.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct Listing {
   nlohmann::json json;     // an array, one object per entry (docs/json-output.md#list)
@@ -19,4 +19,4 @@ Listing list_engines();
 Listing list_serving();   // serving models (cluster/disaggregation.h)
 Listing list_kv_links();  // calibration/links.yaml
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

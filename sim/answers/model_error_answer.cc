@@ -4,7 +4,10 @@
 #include "sim/hardware/measured_kernels.h"
 #include "sim/scenario/model_error.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 nlohmann::json class_json(const ErrorClass& c) {
@@ -115,4 +118,4 @@ nlohmann::json step_costs_json(const Deployment& d) {
           {"allreduce", or_null(cost.allreduce_source())}};
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -12,18 +12,18 @@
 #include "sim/plan/planner.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // {"class": {cost_source, engine, architecture, label}, "file", "date", "min_runs",
 //  "metrics": {"ttft": {p50, p90, bias, runs, pooled_over}, ...}}; "file" null without a table.
 nlohmann::json model_error_json(const Deployment& d);
 
 // An option of `plan`: "measured tables" or "roofline" (its card's step costs).
-std::string option_cost_source_text(const ScenarioSpec& base, const plan::Candidate& c);
+std::string option_cost_source_text(const scenario::ScenarioSpec& base, const plan::Candidate& c);
 // Whether the option's verified run holds at its class's p90 error.
-plan::ModelErrorMargin option_model_error_margin(const ScenarioSpec& base, const plan::Candidate& c);
+plan::ModelErrorMargin option_model_error_margin(const scenario::ScenarioSpec& base, const plan::Candidate& c);
 // {"cost_source", "class", "holds_at_p90", "rule", "slos": [{slo, bound_s, latency_s, p90, with_error_s, holds}]}
-nlohmann::json option_model_error_json(const ScenarioSpec& base, const plan::Candidate& c);
+nlohmann::json option_model_error_json(const scenario::ScenarioSpec& base, const plan::Candidate& c);
 nlohmann::json margin_json(const plan::ModelErrorMargin& m);
 // The same for any resolved deployment and the verdict of its run (compare's rows): whether it
 // holds at its class's p90 error, and that as option_model_error_json's object.
@@ -37,4 +37,4 @@ nlohmann::json deployment_model_error_json(const Deployment& d, const plan::SloV
 std::string step_costs_text(const Deployment& d);
 nlohmann::json step_costs_json(const Deployment& d);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -10,7 +10,10 @@
 #include "sim/scenario/catalogues.h"
 #include "sim/answers/launch_command.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 // Why a split misses: the SLO it misses worst, read as the pool that is short. TTFT is the
@@ -199,4 +202,4 @@ PdPlanAnswer answer_pd_plan(const PdPlanRequest& o) {
   return a;
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

@@ -15,10 +15,10 @@
 #include "sim/plan/search.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 struct PdPlanRequest {
-  ScenarioSpec base;                 // serving pd-disaggregated: the pools' cards, TP and the link
+  scenario::ScenarioSpec base;                 // serving pd-disaggregated: the pools' cards, TP and the link
   std::optional<int> total_cards;    // --pd-total: only splits of this many GPUs
   int max_cards = 16;                // otherwise totals up to this many GPUs, smallest first
   std::optional<double> min_goodput;
@@ -48,4 +48,4 @@ struct PdPlanAnswer {
 // Throws capsim::Error for bad input (no SLO, not disaggregated) before any simulation.
 PdPlanAnswer answer_pd_plan(const PdPlanRequest& request);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

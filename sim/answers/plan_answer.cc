@@ -19,7 +19,10 @@
 #include "sim/answers/model_error_answer.h"
 #include "sim/answers/simulate_report.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 using plan::Candidate;
@@ -611,4 +614,4 @@ std::string option_binds_text(const Candidate& c) {
                         : plan::binding_resource(c.search.best.result);
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

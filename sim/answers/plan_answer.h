@@ -14,12 +14,12 @@
 #include "sim/report/table.h"
 #include "sim/scenario/scenario.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
 // The search space and options, as `capsim plan`'s flags give them (lists comma separated; error
 // messages name the flag: --cards, --tp, --weights, --kv-cache, --load-profile, ...).
 struct PlanRequest {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   std::string cards;               // empty: every card in the catalogue
   // Card classes to keep (--card-class; catalogue field card_class: datacenter, workstation,
   // consumer), comma separated; empty: every class. --datacenter-only is "datacenter".
@@ -43,7 +43,7 @@ struct PlanRequest {
 };
 
 struct PlanAnswer {
-  ScenarioSpec base;
+  scenario::ScenarioSpec base;
   PriceBook prices;
   plan::PlanOutcome outcome;
   std::vector<double> profile;     // the parsed --load-profile (empty without one)
@@ -68,4 +68,4 @@ std::string option_ttft_text(const plan::Evaluation& e);
 nlohmann::json card_data_json(const Card& c);
 std::string option_binds_text(const plan::Candidate& c);
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

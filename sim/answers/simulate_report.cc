@@ -9,7 +9,10 @@
 #include "sim/core/units.h"
 #include "sim/report/table.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
+
+// The scenario layer's specs and catalogues, which every answer reads.
+using namespace capsim::scenario;
 namespace {
 
 void add_metric(nlohmann::json& j, const std::string& name, const Percentiles& p) {
@@ -581,4 +584,4 @@ void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::v
   for (const std::string& w : t.why) os << "  " << w << "\n";
 }
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

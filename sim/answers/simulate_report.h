@@ -11,11 +11,11 @@
 #include "sim/scenario/scenario.h"
 #include "sim/scenario/slo_value.h"
 
-namespace capsim::scenario {
+namespace capsim::answers {
 
-nlohmann::json simulation_json(const ScenarioSpec& spec, const BuiltScenario& b,
+nlohmann::json simulation_json(const scenario::ScenarioSpec& spec, const scenario::BuiltScenario& b,
                                const SimulationResult& r);
-void print_simulation(std::ostream& os, const ScenarioSpec& spec, const BuiltScenario& b,
+void print_simulation(std::ostream& os, const scenario::ScenarioSpec& spec, const scenario::BuiltScenario& b,
                       const SimulationResult& r);
 // SimulationConfig::bounded_memory: the sentence the text and HTML reports give (which figures
 // come from histograms and how close they are).
@@ -35,8 +35,8 @@ void print_steady_state(std::ostream& os, const SteadyState& s);
 // the runs' steady-state estimates (a t interval over the seeds, which holds however correlated
 // one run's output is); without SLOs the TTFT, TPOT and E2E p95 are shown the same way, with no
 // verdict. REQUIRES: runs.size() >= 2.
-nlohmann::json replications_json(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
-void print_replications(std::ostream& os, const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
+nlohmann::json replications_json(const scenario::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
+void print_replications(std::ostream& os, const scenario::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 // What print_replications prints, for the HTML page to show the same rows: a caption, the table
 // (one row per SLO, or per p95 statistic without SLOs), each SLO's verdict in row order, and a
 // line per SLO that did not pass saying why.
@@ -46,12 +46,12 @@ struct ReplicationsTable {
   std::vector<plan::Decision> decisions;
   std::vector<std::string> why;
 };
-ReplicationsTable replications_table(const ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
+ReplicationsTable replications_table(const scenario::ScenarioSpec& spec, const std::vector<const SimulationResult*>& runs);
 
 // One SLO's row as the text report and the HTML page both show it: the SLO, its bound, the
 // measured window, the steady state with its 95% interval, and decide_slo's verdict.
-std::vector<std::string> slo_row(const SloSpec& slo, const SimulationResult& r);
+std::vector<std::string> slo_row(const scenario::SloSpec& slo, const SimulationResult& r);
 // The headings of those rows.
 std::vector<std::string> slo_row_headings();
 
-}  // namespace capsim::scenario
+}  // namespace capsim::answers

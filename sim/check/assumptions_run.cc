@@ -217,7 +217,7 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         }
         rows.push_back(r);
       } else {
-        const nlohmann::json now = scenario::simulation_json(*spec, *built, *result);
+        const nlohmann::json now = answers::simulation_json(*spec, *built, *result);
         for (const BaselineMetric& m : e.metrics) {
           Row r = base_row(m.name, metric_unit(m.name));
           const double base = lookup(e.baseline, m.name)->get<double>();

@@ -25,7 +25,7 @@ void apply_model_error(AssertionOutcome& o, bool required, const scenario::Model
   if (!o.result || !o.built || o.built->config.groups.empty()) return;
   const Deployment& d = o.built->config.groups.front().deployment;
   o.model_error_text = scenario::model_error_line(d);
-  o.model_error_json = scenario::model_error_json(d);
+  o.model_error_json = answers::model_error_json(d);
   o.model_error_json["required"] = required;
   if (!required) return;
   const scenario::ErrorClass cls = scenario::error_class(d);

@@ -12,14 +12,14 @@ namespace capsim::cli {
 namespace {
 
 struct BatchServeOptions {
-  scenario::BatchServeRequest request;
+  answers::BatchServeRequest request;
   std::string json;
 };
 
 int run_batch_serve(const BatchServeOptions& o) {
-  const scenario::BatchServeAnswer a = scenario::answer_batch_serve(scenario::resolve_batch_serve(o.request));
-  if (o.json != "-") scenario::print_batch_serve(std::cout, a);
-  if (!o.json.empty()) write_json(o.json, scenario::batch_serve_json(a));
+  const answers::BatchServeAnswer a = answers::answer_batch_serve(answers::resolve_batch_serve(o.request));
+  if (o.json != "-") answers::print_batch_serve(std::cout, a);
+  if (!o.json.empty()) write_json(o.json, answers::batch_serve_json(a));
   return a.slos_met ? 0 : 1;
 }
 
@@ -27,7 +27,7 @@ int run_batch_serve(const BatchServeOptions& o) {
 
 void add_batch_serve_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<BatchServeOptions>();
-  scenario::BatchServeRequest* o = &opts->request;
+  answers::BatchServeRequest* o = &opts->request;
   CLI::App* cmd = app.add_subcommand("batch-serve",
                                      "dynamic-batching server for one-pass models (BERT, image "
                                      "models): latency, throughput, cost");

@@ -25,13 +25,13 @@ namespace capsim::cli {
 namespace {
 
 struct FitOptions {
-  scenario::CalibrateFitRequest request;
+  answers::CalibrateFitRequest request;
   std::string out;
   std::string json;
 };
 
 int run_fit(const FitOptions& o) {
-  scenario::CalibrateFitRequest request = o.request;
+  answers::CalibrateFitRequest request = o.request;
   std::string out = o.out;
   request.before_profile = [&](const Card& card) {
     if (!o.out.empty()) return;
@@ -41,12 +41,12 @@ int run_fit(const FitOptions& o) {
     std::filesystem::create_directories(std::filesystem::path(out).parent_path());
     check_outputs({{"--json", o.json}, {"--out", out}});
   };
-  const scenario::CalibrateFitAnswer a = scenario::answer_calibrate_fit(request);
+  const answers::CalibrateFitAnswer a = answers::answer_calibrate_fit(request);
   const bool quiet = o.json == "-" || out == "-";
-  if (!quiet) scenario::print_calibrate_fit(std::cout, a);
+  if (!quiet) answers::print_calibrate_fit(std::cout, a);
 
   OutputSet outputs;
-  if (!o.json.empty()) outputs.add_json(o.json, scenario::calibrate_fit_json(a, out));
+  if (!o.json.empty()) outputs.add_json(o.json, answers::calibrate_fit_json(a, out));
   outputs.add("--out", out, calibration::card_profile_yaml(a.fit));
   outputs.commit();
   if (!quiet) {
@@ -64,19 +64,19 @@ int run_fit(const FitOptions& o) {
 }
 
 struct CompareOptions {
-  scenario::CalibrateCompareRequest request;
+  answers::CalibrateCompareRequest request;
   std::string json;
 };
 
 int run_compare(const CompareOptions& o) {
-  const scenario::CalibrateCompareAnswer a = scenario::answer_calibrate_compare(o.request);
-  if (o.json != "-") scenario::print_calibrate_compare(std::cout, a);
-  if (!o.json.empty()) write_json(o.json, scenario::calibrate_compare_json(a));
+  const answers::CalibrateCompareAnswer a = answers::answer_calibrate_compare(o.request);
+  if (o.json != "-") answers::print_calibrate_compare(std::cout, a);
+  if (!o.json.empty()) write_json(o.json, answers::calibrate_compare_json(a));
   return 0;
 }
 
 int run_show(const std::string& card_name) {
-  scenario::print_calibrate_show(std::cout, scenario::answer_calibrate_show(card_name));
+  answers::print_calibrate_show(std::cout, answers::answer_calibrate_show(card_name));
   return 0;
 }
 
@@ -104,17 +104,17 @@ int run_tables(const TablesOptions& o) {
 }
 
 struct RunsOptions {
-  scenario::CalibrateRunsRequest request;
+  answers::CalibrateRunsRequest request;
   std::string out, json;
 };
 
 // The report, then the profile (and --json) written together or not at all.
 int run_runs(const RunsOptions& o) {
-  const scenario::CalibrateRunsAnswer a = scenario::answer_calibrate_runs(o.request);
+  const answers::CalibrateRunsAnswer a = answers::answer_calibrate_runs(o.request);
   const bool quiet = o.json == "-" || o.out == "-";
-  if (!quiet) scenario::print_calibrate_runs(std::cout, a);
+  if (!quiet) answers::print_calibrate_runs(std::cout, a);
   OutputSet outputs;
-  if (!o.json.empty()) outputs.add_json(o.json, scenario::calibrate_runs_json(a, o.out.empty() ? std::nullopt
+  if (!o.json.empty()) outputs.add_json(o.json, answers::calibrate_runs_json(a, o.out.empty() ? std::nullopt
                                                                                                 : std::optional(o.out)));
   outputs.add("--out", o.out, a.profile_yaml);
   outputs.commit();
@@ -161,7 +161,7 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   fit->add_flag("--force", fo->request.force, "accept a profile measured on a GPU that does not match the card");
   fit->add_option("--json", fo->json, "also write the fit, with every GEMM's residual, as JSON ('-' = stdout only)");
   fit->callback([fo, &exit_code] {
-    scenario::CalibrateFitRequest& r = fo->request;
+    answers::CalibrateFitRequest& r = fo->request;
     r.command_line = "capsim calibrate fit";
     if (!r.profile.empty()) r.command_line += " " + r.profile;
     if (!r.vidur.empty()) r.command_line += " --vidur " + r.vidur;
@@ -210,7 +210,7 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   runs->add_option("--date", ro->request.date, "the date the sources name (default: today, UTC)");
   runs->add_option("--seed", ro->request.seed, "seed of every replay")->capture_default_str();
   runs->callback([ro, &exit_code] {
-    scenario::CalibrateRunsRequest& r = ro->request;
+    answers::CalibrateRunsRequest& r = ro->request;
     r.command_line = "capsim calibrate runs";
     for (const std::string& f : r.files) r.command_line += " " + f;
     r.command_line += " --model " + r.deployment.model + " --card " + r.deployment.card + " --tp " +

@@ -38,7 +38,7 @@ struct CapacityOptions {
 using plan::LoadAxis;
 
 int run_capacity(const CapacityOptions& o) {
-  scenario::CapacityRequest req;
+  answers::CapacityRequest req;
   req.base = o.flags.resolve(o.scenario);
   req.min_goodput = o.min_goodput;
   req.points = o.points;
@@ -49,8 +49,8 @@ int run_capacity(const CapacityOptions& o) {
     if (!o.plot.empty()) plot::check_plot_path(o.plot, "--plot");
   };
   ProgressLine line;  // in place on a terminal, a line every 5 s in logs
-  const scenario::CapacityAnswer a = scenario::answer_capacity(
-      req, o.quiet ? scenario::CapacityProgress()
+  const answers::CapacityAnswer a = answers::answer_capacity(
+      req, o.quiet ? answers::CapacityProgress()
                    : [&line](const char* phase, std::size_t d, std::size_t t) {
                        if (std::string(phase) != "curve") return;
                        const std::string text = "capsim capacity: curve " + std::to_string(d) + "/" + std::to_string(t);

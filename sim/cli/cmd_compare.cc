@@ -31,7 +31,7 @@ namespace {
 struct CompareOptions {
   std::string scenario;
   ScenarioFlags flags;
-  scenario::CompareRequest req;  // the deployments and options; base comes from the flags
+  answers::CompareRequest req;  // the deployments and options; base comes from the flags
   std::string kv_cache;  // --kv-cache: every deployment's KV precision unless its text names one
   std::string json;
   std::string report;
@@ -39,7 +39,7 @@ struct CompareOptions {
 };
 
 int run_compare(const CompareOptions& o) {
-  scenario::CompareRequest req = o.req;
+  answers::CompareRequest req = o.req;
   req.base = o.flags.resolve(o.scenario);
   if (!o.kv_cache.empty()) {
     req.base.deployment.kv_cache = o.kv_cache;
@@ -47,14 +47,14 @@ int run_compare(const CompareOptions& o) {
   }
   if (!o.report.empty()) req.before_search = [] { plot::require_gnuplot("--report"); };
   ProgressLine line;  // in place on a terminal, a line every 5 s in logs
-  const scenario::CompareAnswer a = scenario::answer_compare(
+  const answers::CompareAnswer a = answers::answer_compare(
       req, o.quiet ? std::function<void(std::size_t, std::size_t)>()
                    : [&line](std::size_t d, std::size_t t) {
                        const std::string text = "capsim compare: " + std::to_string(d) + "/" + std::to_string(t) + " deployments simulated";
                        if (d == t) line.finish(text); else line.update(text);
                      });
   const ScenarioSpec& base = a.base;
-  const std::vector<scenario::CompareRow>& rows = a.rows;
+  const std::vector<answers::CompareRow>& rows = a.rows;
   const int best = a.best;
   const bool have_slos = a.have_slos;
   const nlohmann::json& j = a.json;
@@ -75,7 +75,7 @@ int run_compare(const CompareOptions& o) {
     std::vector<std::string> names;
     std::vector<double> usd, ttft;
     std::vector<bool> ok;
-    for (const scenario::CompareRow& r : rows) {
+    for (const answers::CompareRow& r : rows) {
       if (!r.error.empty()) continue;
       names.push_back(r.name);
       usd.push_back(r.usd_per_hour);
@@ -99,7 +99,7 @@ int run_compare(const CompareOptions& o) {
     tpot.title = "TPOT p95 per deployment";
     tpot.ylabel = "TPOT p95 (ms)";
     tpot.categories = names;
-    for (const scenario::CompareRow& r : rows) {
+    for (const answers::CompareRow& r : rows) {
       if (r.error.empty()) tpot.bars.push_back(r.eval.result.tpot.p95 * 1e3);
     }
     tpot.bar_ok = have_slos ? ok : std::vector<bool>{};
@@ -131,7 +131,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
       "exit status: 0 a verdict, 1 none meets the SLOs, 2 bad input");
   cmd->add_option("scenario", o->scenario, "scenario YAML file (workloads/*.yaml)");
   o->flags.add_to(*cmd, false);
-  cmd->add_option("--deployment,-d", o->req.deployments, std::string("a deployment, repeatable; ") + scenario::kDeploymentForm);
+  cmd->add_option("--deployment,-d", o->req.deployments, std::string("a deployment, repeatable; ") + answers::kDeploymentForm);
   cmd->add_option("--kv-cache,--kv-cache-dtype", o->kv_cache,
                   "KV cache of every deployment that names none with kv:PRECISION: auto, bf16, fp16, fp8 "
                   "(default: the scenario's)");

@@ -11,14 +11,14 @@ namespace capsim::cli {
 namespace {
 
 struct FinetuneOptions {
-  scenario::FinetuneRequest request;
+  answers::FinetuneRequest request;
   std::string json;
 };
 
 int run_finetune(const FinetuneOptions& o) {
-  const scenario::FinetuneAnswer a = scenario::answer_finetune(o.request);
-  if (o.json != "-") scenario::print_finetune(std::cout, a);
-  if (!o.json.empty()) write_json(o.json, scenario::finetune_json(a));
+  const answers::FinetuneAnswer a = answers::answer_finetune(o.request);
+  if (o.json != "-") answers::print_finetune(std::cout, a);
+  if (!o.json.empty()) write_json(o.json, answers::finetune_json(a));
   return a.fits_any ? 0 : 1;
 }
 
@@ -26,7 +26,7 @@ int run_finetune(const FinetuneOptions& o) {
 
 void add_finetune_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<FinetuneOptions>();
-  scenario::FinetuneRequest* o = &opts->request;
+  answers::FinetuneRequest* o = &opts->request;
   CLI::App* cmd = app.add_subcommand(
       "finetune", "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card");
   cmd->footer(

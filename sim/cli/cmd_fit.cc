@@ -25,7 +25,7 @@ struct FitOptions {
 double gib(double b) { return b / 1073741824.0; }
 
 int run_fit(const FitOptions& o) {
-  const scenario::FitAnswer a = scenario::answer_fit(o.deployment, o.context);
+  const answers::FitAnswer a = answers::answer_fit(o.deployment, o.context);
   const Deployment& d = a.deployment;
   const long long context = a.context;
   const MemoryPlan& p = a.plan;

@@ -12,7 +12,7 @@
 namespace capsim::cli {
 namespace {
 
-int print_listing(const scenario::Listing& l, const std::string& json) {
+int print_listing(const answers::Listing& l, const std::string& json) {
   if (json != "-") l.table.print(std::cout);
   if (!json.empty()) write_json(json, l.json);
   return 0;
@@ -36,11 +36,11 @@ void add_list_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", *json, "also write the list as JSON to FILE ('-' = stdout only)");
   cmd->footer("examples:\n  capsim list cards\n  capsim list models --json models.json");
   cmd->callback([what, json, &exit_code] {
-    if (*what == "cards") exit_code = print_listing(scenario::list_cards(), *json);
-    else if (*what == "models") exit_code = print_listing(scenario::list_models(), *json);
-    else if (*what == "engines") exit_code = print_listing(scenario::list_engines(), *json);
-    else if (*what == "serving") exit_code = print_listing(scenario::list_serving(), *json);
-    else if (*what == "links") exit_code = print_listing(scenario::list_kv_links(), *json);
+    if (*what == "cards") exit_code = print_listing(answers::list_cards(), *json);
+    else if (*what == "models") exit_code = print_listing(answers::list_models(), *json);
+    else if (*what == "engines") exit_code = print_listing(answers::list_engines(), *json);
+    else if (*what == "serving") exit_code = print_listing(answers::list_serving(), *json);
+    else if (*what == "links") exit_code = print_listing(answers::list_kv_links(), *json);
     else if (*what == "scenario-fields") exit_code = print_scenario_fields(*json);
     else throw Error(unknown_name_message("list", *what, {"cards", "models", "engines", "serving", "links", "scenario-fields"}));
   });

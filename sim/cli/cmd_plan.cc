@@ -34,7 +34,7 @@ namespace {
 struct PlanOptions {
   std::string scenario;
   ScenarioFlags flags;
-  scenario::PlanRequest req;  // the search options; base comes from the flags
+  answers::PlanRequest req;  // the search options; base comes from the flags
   CLI::Option* kv_option = nullptr;
   std::string json;
   std::string report;
@@ -67,14 +67,14 @@ void progress_bar(ProgressLine& line, std::size_t done, std::size_t total, const
 int run_pd_plan(PlanOptions& o) {
   // The P/D search has no report page yet: refused rather than silently not written.
   if (!o.report.empty()) throw Error("--report: not available with --pd-search (its answer is the text table and --json)");
-  scenario::PdPlanRequest req;
+  answers::PdPlanRequest req;
   req.base = o.flags.resolve(o.scenario);
   req.total_cards = o.pd_total;
   req.max_cards = o.req.max_cards;
   req.min_goodput = o.req.min_goodput;
   req.price_overrides = o.req.price_overrides;
   req.prices_file = o.req.prices_file;
-  const scenario::PdPlanAnswer a = scenario::answer_pd_plan(req);
+  const answers::PdPlanAnswer a = answers::answer_pd_plan(req);
   if (o.json != "-") std::cout << a.text;
   if (!o.json.empty()) write_json(o.json, a.json);
   return a.best >= 0 ? 0 : 1;
@@ -92,12 +92,12 @@ int run_plan(PlanOptions& o) {
                 "and --explain apply to the plan of aggregated deployments");
   }
   if (o.pd_search) return run_pd_plan(o);
-  scenario::PlanRequest req = o.req;
+  answers::PlanRequest req = o.req;
   req.base = o.flags.resolve(o.scenario);
   req.kv_given = o.kv_option != nullptr && o.kv_option->count() > 0;
   if (!o.report.empty()) req.before_search = [] { plot::require_gnuplot("--report"); };
   ProgressLine line;
-  const scenario::PlanAnswer a = scenario::answer_plan(
+  const answers::PlanAnswer a = answers::answer_plan(
       req, o.quiet ? plan::PlanProgress() : [&line](std::size_t d, std::size_t t, const char* what) { progress_bar(line, d, t, what); });
   const ScenarioSpec& base = a.base;
   const std::vector<Candidate>& cands = a.outcome.candidates;

@@ -43,10 +43,10 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
   for (const SimulationResult& o : others) runs.push_back(&o);
   // Built only when asked for: for a 10k-request run the JSON is ~4% of the whole process.
   nlohmann::json j = json.empty() ? nlohmann::json() : simulation_json(spec, b, r);
-  if (!json.empty() && runs.size() > 1) j["capsim"]["over_seeds"] = replications_json(spec, runs);
+  if (!json.empty() && runs.size() > 1) j["capsim"]["over_seeds"] = answers::replications_json(spec, runs);
   if (json != "-") {
     print_simulation(std::cout, spec, b, r);
-    if (runs.size() > 1) print_replications(std::cout, spec, runs);
+    if (runs.size() > 1) answers::print_replications(std::cout, spec, runs);
   }
   // Everything is drawn before anything is written: a failing chart leaves no file behind.
   std::string chart, page_html;
@@ -66,7 +66,7 @@ int run_scenario(const ScenarioSpec& spec, const std::string& json, bool progres
     if (!spec.description.empty()) page.paragraph(spec.description);
     if (runs.size() > 1) {
       // The verdicts to act on come first: the sections below are one seed's run.
-      const scenario::ReplicationsTable over = scenario::replications_table(spec, runs);
+      const answers::ReplicationsTable over = answers::replications_table(spec, runs);
       page.heading("SLOs over " + std::to_string(runs.size()) + " seeds", 2);
       page.paragraph(over.caption + ".");
       std::vector<std::string> cls;

@@ -28,12 +28,12 @@ using scenario::load_scenario_file;
 using scenario::models;
 using scenario::parse_slo;
 using scenario::parse_slo_expression;
-using scenario::print_simulation;
-using scenario::print_steady_state;
+using answers::print_simulation;
+using answers::print_steady_state;
 using scenario::set_data_dir;
-using scenario::simulation_json;
+using answers::simulation_json;
 using scenario::slo_value;
-using scenario::steady_state_json;
+using answers::steady_state_json;
 using scenario::validate_names;
 
 // Registers --model, --card, --tp, --weights, --kv-cache, --engine and (with_limits) the

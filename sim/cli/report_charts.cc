@@ -156,19 +156,19 @@ void add_simulation_section(HtmlReport& page, const ScenarioSpec& spec, const Bu
                  " s: " + fmt("%.2f", r.request_throughput) + " requests/s, " +
                  fmt("%.0f", r.output_throughput) + " output tokens/s; " + std::to_string(r.preemptions) +
                  " preemptions.");
-  page.table(scenario::latency_headings(), scenario::latency_rows(r));
-  if (b.config.bounded_memory) page.paragraph(scenario::bounded_memory_note());
+  page.table(answers::latency_headings(), answers::latency_rows(r));
+  if (b.config.bounded_memory) page.paragraph(answers::bounded_memory_note());
   if (!spec.slos.empty()) {
     std::vector<std::vector<std::string>> srows;
     std::vector<std::string> cls;
     // The rows and verdicts the text report gives (print_simulation), from one function: decided
     // on the steady state's 95% interval, not on the whole window's value alone.
     for (const SloSpec& s : spec.slos) {
-      srows.push_back(scenario::slo_row(s, r));
+      srows.push_back(answers::slo_row(s, r));
       const plan::Decision d = plan::decide_slo(s, r).decision;
       cls.push_back(d == plan::Decision::kPass ? "pass" : d == plan::Decision::kFail ? "fail" : "");
     }
-    page.table(scenario::slo_row_headings(), srows, cls);
+    page.table(answers::slo_row_headings(), srows, cls);
   }
   const double warmup = to_seconds(b.config.warmup);
   page.chart(latency_cdf_chart(r, spec.slos), "Cumulative share of measured requests at or below each latency.");

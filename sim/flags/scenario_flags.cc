@@ -148,7 +148,7 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
   }
   // A pool given on the command line makes the run disaggregated (names: scenario.h).
   const auto one_group = [](const std::string& text, const std::string& flag) {
-    const auto groups = scenario::parse_deployment_groups(text, flag);
+    const auto groups = answers::parse_deployment_groups(text, flag);
     if (groups.size() != 1) throw Error(flag + ": '" + text + "': one card type per pool, e.g. '2x h100-sxm tp1'");
     if (groups.front().kv_cache_named) {
       throw Error(flag + ": '" + text + "': both pools hold one KV precision; give --kv-cache instead of kv:");
@@ -156,7 +156,7 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
     return groups.front();
   };
   if (prefill_option_ && prefill_option_->count() > 0) {
-    const scenario::GroupSpec g = one_group(prefill_pool_, "--prefill-pool");
+    const answers::GroupSpec g = one_group(prefill_pool_, "--prefill-pool");
     s.deployment.card = g.card;
     s.deployment.tp = g.tp;
     s.deployment.weights = g.weights;
@@ -164,7 +164,7 @@ ScenarioSpec ScenarioFlags::resolve(const std::string& file) const {
     s.serving = "pd-disaggregated";
   }
   if (decode_option_ && decode_option_->count() > 0) {
-    const scenario::GroupSpec g = one_group(decode_pool_, "--decode-pool");
+    const answers::GroupSpec g = one_group(decode_pool_, "--decode-pool");
     s.decode_pool = ScenarioSpec::ExtraGroup{g.card, g.tp, g.replicas, g.weights, ""};
     s.serving = "pd-disaggregated";
   }

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
       // 1-8 give TTFT p95 estimates of 1.0-4.5 s; docs/planning.md#how-sure-an-answer-is).
       constexpr int kDefaultSeeds = 8;
       const std::string path = "workloads/chatbot-500-users.yaml";
-      capsim::scenario::DefaultJobRequest req;
+      capsim::answers::DefaultJobRequest req;
       load_scenario_file(data_dir() + "/" + path, req.scenario);
       req.scenario_path = path;
       req.seeds = kDefaultSeeds;
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
       req.plan_progress = [&line](std::size_t done, std::size_t total, const char* what) {
         line.update("capsim: planning, " + std::string(what) + " " + std::to_string(done) + "/" + std::to_string(total));
       };
-      const capsim::scenario::DefaultJobAnswer a = capsim::scenario::answer_default_job(req);
+      const capsim::answers::DefaultJobAnswer a = capsim::answers::answer_default_job(req);
       line.finish("capsim: done");
       std::cout << a.text;
       return checked_exit(a.exit_code());

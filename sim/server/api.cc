@@ -388,9 +388,9 @@ bool reports_progress(Endpoint e) {
 std::string answer_get(Endpoint e) {
   switch (e) {
     case Endpoint::kHealth: return json_text({{"status", "ok"}});
-    case Endpoint::kCards: return json_text(scenario::list_cards().json);
-    case Endpoint::kModels: return json_text(scenario::list_models().json);
-    case Endpoint::kEngines: return json_text(scenario::list_engines().json);
+    case Endpoint::kCards: return json_text(answers::list_cards().json);
+    case Endpoint::kModels: return json_text(answers::list_models().json);
+    case Endpoint::kEngines: return json_text(answers::list_engines().json);
     case Endpoint::kOpenApi: return openapi_json();
     default: throw HttpError(500, "answer_get: not a GET endpoint");
   }

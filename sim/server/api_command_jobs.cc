@@ -111,7 +111,7 @@ Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits) {
   const std::vector<std::string>& fields = kBatchServeFields;
   command_fields(body, "batch-serve", fields, {"prices", "json"},
                  "the server reads and writes no files; give rents as price: {\"t4\": 0.35}");
-  scenario::BatchServeRequest r;
+  answers::BatchServeRequest r;
   if (body.contains("model")) {
     r.model = text_field(body["model"], "model", "\"bert-base-uncased\"");
     catalogue_model(*r.model, "model");
@@ -143,9 +143,9 @@ Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits) {
   if (body.contains("seed")) r.seed = number<std::uint64_t>(body["seed"], "seed", 0, 9007199254740992.0);
   if (body.contains("price")) r.price_overrides = price_overrides(body["price"], "price");
   check_duration(r.duration, "duration", limits);
-  scenario::BatchServeSetup setup;
+  answers::BatchServeSetup setup;
   try {
-    setup = scenario::resolve_batch_serve(r);
+    setup = answers::resolve_batch_serve(r);
   } catch (const Error& e) {
     throw HttpError(400, as_fields(e.what(), fields));
   }
@@ -157,7 +157,7 @@ Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits) {
                              " per run; capsim serve --max-requests)");
   }
   return [setup](const CancelFlag&, const ProgressFn&) {
-    return guarded([&] { return json_text(scenario::batch_serve_json(scenario::answer_batch_serve(setup))); });
+    return guarded([&] { return json_text(answers::batch_serve_json(answers::answer_batch_serve(setup))); });
   };
 }
 
@@ -168,7 +168,7 @@ Job prepare_finetune(const nlohmann::json& body, const Limits&) {
   const std::vector<std::string>& fields = kFinetuneFields;
   command_fields(body, "finetune", fields, {"prices", "json"},
                  "the server reads and writes no files; give rents as price: {\"h100-sxm\": 2.49}");
-  scenario::FinetuneRequest r;
+  answers::FinetuneRequest r;
   if (body.contains("model")) r.model = text_field(body["model"], "model", "\"llama-2-13b\"");
   catalogue_model(r.model, "model");
   if (body.contains("method")) r.method = text_field(body["method"], "method", "\"qlora\"");
@@ -189,7 +189,7 @@ Job prepare_finetune(const nlohmann::json& body, const Limits&) {
   // Arithmetic only (microseconds): answered here, so every refusal comes before the queue.
   std::string answer;
   try {
-    answer = json_text(scenario::finetune_json(scenario::answer_finetune(r)));
+    answer = json_text(answers::finetune_json(answers::answer_finetune(r)));
   } catch (const Error& e) {
     throw HttpError(400, as_fields(e.what(), fields));
   }
@@ -206,7 +206,7 @@ Job prepare_calibrate(const nlohmann::json& body, const Limits&) {
   command_fields(body, "calibrate", fields, {"vidur", "sku", "out", "json", "path"},
                  "the server reads and writes no files; send the profile itself as profile: {...} "
                  "(capsim-calibrate's JSON)");
-  scenario::CalibrateFitRequest r;
+  answers::CalibrateFitRequest r;
   if (body.contains("card")) r.card = text_field(body["card"], "card", "\"h100-sxm\"");
   catalogue_card(r.card, "card");
   if (body.contains("force")) r.force = bool_field(body["force"], "force");
@@ -230,7 +230,7 @@ Job prepare_calibrate(const nlohmann::json& body, const Limits&) {
   r.command_line = "POST /v1/calibrate";
   return [r](const CancelFlag&, const ProgressFn&) {
     try {
-      return json_text(scenario::calibrate_fit_json(scenario::answer_calibrate_fit(r), std::nullopt));
+      return json_text(answers::calibrate_fit_json(answers::answer_calibrate_fit(r), std::nullopt));
     } catch (const Error& e) {
       throw HttpError(400, as_fields(e.what(), kCalibrateFields));
     }

@@ -56,12 +56,12 @@ Job prepare_simulate(const nlohmann::json& body, const Limits& limits) {
       s.cancel = cancel;
       const scenario::BuiltScenario b = scenario::build_scenario(s);
       const SimulationResult r = simulate(b.config, *b.workload);
-      nlohmann::json j = scenario::simulation_json(s, b, r);
+      nlohmann::json j = answers::simulation_json(s, b, r);
       if (replications > 1) {
         const std::vector<SimulationResult> others = plan::run_next_seeds(s, replications - 1, 1);
         std::vector<const SimulationResult*> runs{&r};
         for (const SimulationResult& x : others) runs.push_back(&x);
-        j["capsim"]["over_seeds"] = scenario::replications_json(s, runs);
+        j["capsim"]["over_seeds"] = answers::replications_json(s, runs);
       }
       return json_text(j);
     });
@@ -74,7 +74,7 @@ Job prepare_fit(const nlohmann::json& body, const Limits& limits) {
   std::optional<long long> context;
   if (o.contains("context")) context = number<long long>(o["context"], "fit.context", 1, 1e8);
   return [in, context](const CancelFlag&, const ProgressFn&) {
-    return guarded([&] { return json_text(scenario::answer_fit(in.spec.deployment, context).json); });
+    return guarded([&] { return json_text(answers::answer_fit(in.spec.deployment, context).json); });
   };
 }
 
@@ -83,7 +83,7 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
                                                      "max_cards", "min_goodput", "price", "load_profile", "top",
                                                      "search_duration", "replications"});
   const Scenario in = scenario_of(body, {"plan"}, limits);
-  scenario::PlanRequest req;
+  answers::PlanRequest req;
   req.base = in.spec;
   if (o.contains("cards")) {
     req.cards = list_text(o["cards"], "plan.cards");
@@ -115,8 +115,8 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
   if (req.base.slos.empty() && !req.min_goodput) {
     throw HttpError(400, "slo: plan needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or plan.min_goodput");
   }
-  return base_job(req, in.pasted, [](const scenario::PlanRequest& r, const ProgressFn& progress) {
-    return scenario::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
+  return base_job(req, in.pasted, [](const answers::PlanRequest& r, const ProgressFn& progress) {
+    return answers::answer_plan(r, [&](std::size_t d, std::size_t t, const char* what) {
              if (progress) progress({{"phase", what}, {"done", d}, {"total", t}});
            }).json;
   });
@@ -125,7 +125,7 @@ Job prepare_plan(const nlohmann::json& body, const Limits& limits) {
 Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
   const nlohmann::json o = options_of(body, "capacity", {"min_goodput", "points", "replications"});
   const Scenario in = scenario_of(body, {"capacity"}, limits);
-  scenario::CapacityRequest req;
+  answers::CapacityRequest req;
   req.base = in.spec;
   req.min_goodput = min_goodput(o, "capacity");
   if (o.contains("points")) req.points = number<int>(o["points"], "capacity.points", 2, 100);
@@ -135,8 +135,8 @@ Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
   if (req.base.slos.empty() && !req.min_goodput) {
     throw HttpError(400, "slo: capacity needs at least one SLO (e.g. \"slo\": {\"ttft_p95\": \"1s\"}) or capacity.min_goodput");
   }
-  return base_job(req, in.pasted, [](const scenario::CapacityRequest& r, const ProgressFn& progress) {
-    return scenario::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
+  return base_job(req, in.pasted, [](const answers::CapacityRequest& r, const ProgressFn& progress) {
+    return answers::answer_capacity(r, [&](const char* phase, std::size_t d, std::size_t t) {
              if (progress) progress({{"phase", phase}, {"done", d}, {"total", t}});
            }).json;
   });
@@ -145,7 +145,7 @@ Job prepare_capacity(const nlohmann::json& body, const Limits& limits) {
 Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
   const nlohmann::json o = options_of(body, "compare", {"deployments", "search_mix", "max_cards", "min_goodput", "price"});
   const Scenario in = scenario_of(body, {"compare"}, limits);
-  scenario::CompareRequest req;
+  answers::CompareRequest req;
   req.base = in.spec;
   if (o.contains("deployments")) {
     const nlohmann::json& d = o["deployments"];
@@ -166,8 +166,8 @@ Job prepare_compare(const nlohmann::json& body, const Limits& limits) {
   if (req.deployments.empty() && req.search_mix.empty()) {
     throw HttpError(400, "compare.deployments: give at least one (or compare.search_mix), e.g. [\"4x rtx-4090\", \"1x h100-sxm\"]");
   }
-  return base_job(req, in.pasted, [](const scenario::CompareRequest& r, const ProgressFn& progress) {
-    return scenario::answer_compare(r, [&](std::size_t d, std::size_t t) {
+  return base_job(req, in.pasted, [](const answers::CompareRequest& r, const ProgressFn& progress) {
+    return answers::answer_compare(r, [&](std::size_t d, std::size_t t) {
              if (progress) progress({{"phase", "deployments"}, {"done", d}, {"total", t}});
            }).json;
   });
@@ -268,7 +268,7 @@ constexpr std::size_t kMaxCalibrateRuns = 32;
 Job prepare_calibrate_runs(const nlohmann::json& body, const Limits& limits) {
   const nlohmann::json o = options_of(body, "calibrate_runs", {"runs", "date", "seed"});
   const Scenario in = scenario_of(body, {"calibrate_runs"}, limits, false);
-  scenario::CalibrateRunsRequest req;
+  answers::CalibrateRunsRequest req;
   req.deployment = in.spec.deployment;
   req.command_line = "POST /v1/calibrate/runs";
   const std::string what =
@@ -333,9 +333,9 @@ Job prepare_calibrate_runs(const nlohmann::json& body, const Limits& limits) {
   if (o.contains("seed")) req.seed = number<std::uint64_t>(o["seed"], "calibrate_runs.seed", 0, 9007199254740992.0);
   return [in, req](const CancelFlag& cancel, const ProgressFn&) {
     return guarded([&] {
-      scenario::CalibrateRunsRequest r = req;
+      answers::CalibrateRunsRequest r = req;
       r.cancel = cancel;
-      return json_text(scenario::calibrate_runs_json(scenario::answer_calibrate_runs(r), std::nullopt));
+      return json_text(answers::calibrate_runs_json(answers::answer_calibrate_runs(r), std::nullopt));
     });
   };
 }

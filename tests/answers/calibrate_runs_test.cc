@@ -13,9 +13,9 @@
 #include "sim/scenario/scenario.h"
 
 using capsim::calibration::BenchRun;
-using capsim::scenario::answer_calibrate_runs;
-using capsim::scenario::CalibrateRunsAnswer;
-using capsim::scenario::CalibrateRunsRequest;
+using capsim::answers::answer_calibrate_runs;
+using capsim::answers::CalibrateRunsAnswer;
+using capsim::answers::CalibrateRunsRequest;
 
 namespace {
 

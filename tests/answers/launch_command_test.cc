@@ -17,6 +17,7 @@ namespace {
 
 using namespace capsim;
 using namespace capsim::scenario;
+using namespace capsim::answers;
 
 LaunchTarget target(const std::string& model, const std::string& card, int tp, const std::string& weights,
                     const std::string& kv = "auto", const std::string& engine = "vllm") {

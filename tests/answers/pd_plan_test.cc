@@ -11,6 +11,7 @@ namespace {
 
 using namespace capsim;
 using namespace capsim::scenario;
+using namespace capsim::answers;
 
 // Llama-3.1-8B, 8000-token prompts and 300-token answers at 3 requests/s on H100 SXM, KV over
 // InfiniBand NDR, TTFT p95 <= 2 s and TPOT p95 <= 15 ms (docs/deployment-options.md).

@@ -130,6 +130,8 @@ TEST_CASE("the default job answers the 500-user question with plan's and simulat
                                         opt["with_one_replica_fewer"]["binding_resource"].get<std::string>() + ")"
                                   : r["binding_resource"].get<std::string>();
     CHECK(has(row, binds));
+    // Whether the option holds at the model's p90 error, as plan says it (issue 32 item 8).
+    CHECK(has(row, "  " + opt["model_error"]["text"].get<std::string>()));
   }
   CHECK(has(job.out, "Confidence: each option meets every SLO with its 95% interval inside the bound"));
   // Three options, not the plan's ten, and below them the cheapest on a datacenter card and the

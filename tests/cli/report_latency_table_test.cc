@@ -1,5 +1,5 @@
 // The latency table is one table: `simulate --report` shows the rows the text report prints
-// (scenario::latency_rows), so the two cannot drift apart again (the HTML once lacked "TTFT:
+// (answers::latency_rows), so the two cannot drift apart again (the HTML once lacked "TTFT:
 // front end" and called queueing by another name).
 #include <catch2/catch.hpp>
 #include <fstream>
