@@ -374,7 +374,17 @@ std::string compare_text(const CompareRequest& o, CompareAnswer& answer, const s
   } else if (ran == 0) {
     text << "\n  verdict: none of the deployments can run (the reasons are above)\n";
   } else {
-    text << "\n  verdict: no deployment meets every SLO\n";
+    // Within the SLOs but on runs too short to call it (SloVerdict::only_too_short): say so, and
+    // what to change, rather than that they miss.
+    const bool short_only = std::any_of(rows.begin(), rows.end(), [](const CompareRow& r) {
+      return r.error.empty() && r.fits && r.eval.verdict.only_too_short();
+    });
+    text << "\n  verdict: no deployment meets every SLO"
+         << (short_only ? " verifiably: a run within its SLOs is too short to support a PASS (fewer than " +
+                              std::to_string(kMinSteadyStateObservations) +
+                              " measured requests); lengthen the run (--duration or --requests)"
+                        : "")
+         << "\n";
   }
   // The config to launch (docs/deployment-options.md#the-config-to-launch): every deployment
   // that ran, or only the verdict's among a searched mix's many.

@@ -292,6 +292,8 @@ TEST_CASE("a run too short for an interval: simulate, compare, check and plan al
   const json row = compare_row(flags, "1x h100-sxm");
   CHECK(row["decision"] == "INCONCLUSIVE");
   CHECK(row["slos_met"] == false);
+  const auto compare_text = run_capsim("compare " + flags + " -d '1x h100-sxm' -q");
+  CHECK(has(compare_text.out, "verdict: no deployment meets every SLO verifiably: a run within its SLOs is too short"));
 
   capsim_test::Scratch tmp("short_run");
   const std::string file = tmp.write("assumptions.yaml",
