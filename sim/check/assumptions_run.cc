@@ -319,7 +319,15 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
       try {
         const plan::PlanOutcome p = plan::search_plan(a.spec, e.space, prices, {});
         if (p.ok.empty()) {
-          Row r = failed_row(a.name, e.kind, "", "no option of the plan's space meets the SLOs");
+          // Options within the SLOs on runs too short to verify them are not a miss: as plan says.
+          const bool too_short = std::any_of(p.candidates.begin(), p.candidates.end(),
+                                             [](const plan::Candidate& c) { return c.too_short; });
+          Row r = failed_row(a.name, e.kind, "",
+                             too_short ? "no option verified: the runs are too short to support a PASS (fewer than " +
+                                             std::to_string(kMinSteadyStateObservations) +
+                                             " measured requests); lengthen the scenario's duration"
+                                       : "no option of the plan's space meets the SLOs");
+          r.inconclusive = too_short;
           r.unit = "usd_per_hour";
           r.limit = e.limit;
           r.limit_text = "<= " + value_text(e.limit, r.unit);

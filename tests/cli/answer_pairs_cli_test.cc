@@ -317,4 +317,16 @@ TEST_CASE("a run too short for an interval: simulate, compare, check and plan al
   CHECK(has(pj["rejected"][0]["reason"].get<std::string>(), "but on 99 measured requests, fewer than the 200"));
   const auto plan_text = run_capsim("plan " + flags + " --cards h100-sxm --tp 1 --kv-cache auto -q");
   CHECK(has(plan_text.out, "no option verified: the runs are too short to support a PASS"));
+  // check's plan_cheapest on the same space: INCONCLUSIVE, not FAIL.
+  const std::string plan_file = tmp.write("plan.yaml",
+      "assertions:\n"
+      "  - name: short-plan\n    model: llama-3.1-8b\n"
+      "    workload: {rate: 1, duration: 2min, warmup: 0s, prompt_tokens: 256, output_tokens: 64}\n"
+      "    slo: {ttft_p95: 1s}\n"
+      "    expect:\n      plan_cheapest_max_usd_per_hour: {max_usd_per_hour: 50, cards: [h100-sxm], tp: [1], kv_cache: [auto]}\n");
+  const auto plan_chk = run_capsim("check '" + plan_file + "' -q --json -");
+  CHECK(plan_chk.status == 3);
+  const json pc = json_of(plan_chk)["assertions"][0]["checks"][0];
+  CHECK(pc["status"] == "INCONCLUSIVE");
+  CHECK(has(pc["message"].get<std::string>(), "no option verified: the runs are too short"));
 }
