@@ -34,6 +34,19 @@ const char* decision_name(Decision d) {
   return "?";
 }
 
+namespace {
+
+// How much longer a measured window with `measured` requests must be to hold
+// kMinSteadyStateObservations at the same rate, rounded up to a tenth: " (about 2.1x the measured
+// window)". Empty for none measured (then nothing says how long).
+std::string longer_by(std::size_t measured) {
+  if (measured == 0) return "";
+  const double x = std::ceil(10.0 * static_cast<double>(kMinSteadyStateObservations) / static_cast<double>(measured)) / 10;
+  return " (about " + fmt("%.1f", x) + "x the measured window)";
+}
+
+}  // namespace
+
 SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
   SloDecision d;
   d.slo = s.metric + "_" + s.statistic;
@@ -119,7 +132,7 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.decision = Decision::kInconclusive;
     d.why = "within its bound, but the run is too short to support a PASS: " + std::to_string(r.steady.observations) +
             " measured requests, fewer than the " + std::to_string(kMinSteadyStateObservations) +
-            " a 95% interval needs; run longer";
+            " a 95% interval needs; run longer" + longer_by(r.steady.observations);
     d.too_short = true;
   } else if (!r.steady.settled) {
     d.decision = Decision::kInconclusive;
@@ -194,7 +207,7 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
     d.decision = Decision::kInconclusive;
     d.why = "within its bound" + range + ", but a replication is too short to support a PASS: " +
             std::to_string(fewest) + " measured requests, fewer than the " +
-            std::to_string(kMinSteadyStateObservations) + " its steady-state check needs; run longer";
+            std::to_string(kMinSteadyStateObservations) + " its steady-state check needs; run longer" + longer_by(fewest);
     d.too_short = true;
   } else {
     d.decision = Decision::kPass;

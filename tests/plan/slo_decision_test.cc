@@ -73,7 +73,7 @@ TEST_CASE("decide_slo: a run too short for an interval is no PASS, and a search 
   CHECK_FALSE(d.has_interval);
   CHECK(d.why ==
         "within its bound, but the run is too short to support a PASS: 150 measured requests, fewer than the 200 a "
-        "95% interval needs; run longer");
+        "95% interval needs; run longer (about 1.4x the measured window)");
   // Over the bound it fails as before (the statistic alone decides a FAIL).
   const plan::SloDecision over = plan::decide_slo(slo, short_run(150, 1.5));
   CHECK(over.decision == plan::Decision::kFail);
@@ -116,4 +116,6 @@ TEST_CASE("decide_slo_replicated: seeds too short for an interval are no PASS ei
   // The fewest of the three seeds' measured requests is named.
   CHECK(d.why.find("but a replication is too short to support a PASS: 90 measured requests, fewer than the 200") !=
         std::string::npos);
+  // 200 / 90 = 2.22: rounded up to a tenth.
+  CHECK(d.why.find("run longer (about 2.3x the measured window)") != std::string::npos);
 }
