@@ -19,7 +19,9 @@ const DEFAULT_CARDS = ['rtx-4090', 'l40s', 'h100-sxm'];
 // A run's measured window is at least 3 minutes and long enough for MIN_MEASURED requests
 // (runLength): capsim calls no SLO met on fewer than 200 (docs/planning.md, "Too short to PASS"),
 // and the page asks for twice that so that a plan of a few users still verifies its options.
-const RUN = { warmup_s: 60, min_measured_s: 180, search_duration: '2min' };
+// At most 3 hours measured: the server runs at most 4 simulated hours (capsim serve --max-duration);
+// a lighter load gets "too short to support a PASS" from capsim, which says what to change.
+const RUN = { warmup_s: 60, min_measured_s: 180, max_measured_s: 3 * 3600, search_duration: '2min' };
 const MIN_MEASURED = 400;
 
 // The mean of a length or time field as the page's form writes it: "250", "lognormal:250:1000"
@@ -40,7 +42,7 @@ function runLength(s) {
     : amount / (meanOf(s.think) + meanOf(s.out) * Number(s.tpot) / 1000);
   let measured = RUN.min_measured_s;
   if (perSecond > 0 && Number.isFinite(perSecond)) {
-    measured = Math.max(measured, Math.ceil(MIN_MEASURED / perSecond / 60) * 60);
+    measured = Math.min(RUN.max_measured_s, Math.max(measured, Math.ceil(MIN_MEASURED / perSecond / 60) * 60));
   }
   return { duration: `${(RUN.warmup_s + measured) / 60}min`, warmup: `${RUN.warmup_s / 60}min` };
 }
