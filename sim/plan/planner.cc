@@ -190,6 +190,9 @@ Candidate::Headroom load_headroom(const scenario::ScenarioSpec& spec, int replic
 
 PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& space, const PriceBook& prices,
                         const PlanProgress& progress) {
+  // The first CPU sample: the candidates below (a few hundred memory plans) are the interval the
+  // first pool's width is measured on.
+  (void)pool_width(2);
   PlanOutcome out;
   std::vector<std::string> card_names = space.cards;
   if (card_names.empty()) {
@@ -258,6 +261,8 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
   for (std::size_t i = 0; i < cands.size(); ++i) {
     if (!cands[i].rejected) live.push_back(i);
   }
+  // The most threads plan may use; each pool takes as many of them as the machine gives it now
+  // (pool_width: on cores other sessions keep busy, one).
   const unsigned threads = default_threads();
   // The search runs on a shortened measurement window (the answer is verified on the full one).
   scenario::ScenarioSpec search_base = base;
@@ -340,7 +345,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     } while (start < live.size() && next_round_certain());
     ++out.search_batches;
     run_parallel(
-        batch.size(), threads,
+        batch.size(), pool_width(threads),
         [&](std::size_t k) {
           Candidate& c = cands[batch[k]];
           c.search = search_replicas(spec_of(search_base, c), c.max_replicas, space.min_goodput, false,
@@ -437,11 +442,12 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     // Each option's routers are searched together (search_routers): the winner and its runs are
     // what each router's own search would give, without finishing searches that can no longer win.
     std::vector<RoutersSearch> results(round.size());
+    const unsigned width = pool_width(threads);  // the routers' searches nested inside too
     run_parallel(
-        round.size(), threads,
+        round.size(), width,
         [&](std::size_t k) {
           const Candidate& from = cands[round[k]];
-          results[k] = verify_option(base, space, from, routers, from.search.best.replicas, threads);
+          results[k] = verify_option(base, space, from, routers, from.search.best.replicas, width);
         },
         {});
     for (std::size_t i = 0; i < round.size(); ++i) {
@@ -481,7 +487,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
       out.explained.push_back(std::move(x));
     }
     run_parallel(
-        to_search.size(), threads,
+        to_search.size(), pool_width(threads),
         [&](std::size_t k) {
           PlanOutcome::Explained& x = out.explained[to_search[k]];
           Candidate c = cands[x.candidate];
@@ -521,7 +527,7 @@ PlanOutcome search_plan(const scenario::ScenarioSpec& base, const PlanSpace& spa
     // run at the scenario's own load is the full one).
     const std::size_t listed = std::min(ok.size(), static_cast<std::size_t>(std::max(0, space.top)));
     run_parallel(
-        listed, threads,
+        listed, pool_width(threads),
         [&](std::size_t k) {
           Candidate& c = cands[ok[k]];
           scenario::ScenarioSpec s = spec_of(search_base, c);
