@@ -70,7 +70,7 @@ TEST_CASE("usable_cpus_between: the idle CPUs plus the ones this process used it
   CHECK_FALSE(usable_cpus_between(a, {1000, 400, 5.0, 11.0}, 2).has_value());
 }
 
-TEST_CASE("pool_width: $CAPSIM_THREADS is the user's choice and is never narrowed; 1 stays 1", "[threads]") {
+TEST_CASE("pool_width: $CAPSIM_THREADS is the user's choice and is never narrowed, and 1 stays 1", "[threads]") {
   const char* env = std::getenv("CAPSIM_THREADS");
   const std::optional<std::string> saved = env ? std::optional<std::string>(env) : std::nullopt;
   setenv("CAPSIM_THREADS", "8", 1);
