@@ -56,7 +56,7 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
   std::vector<plan::Evaluation>& curve = a.curve;
   curve.resize(loads.size());
   plan::run_parallel(
-      loads.size(), plan::default_threads(),
+      loads.size(), plan::pool_width(plan::default_threads()),
       // Each point decided over the same seeds as the search, so the curve's verdict at the
       // capacity is the search's.
       [&](std::size_t i) {

@@ -487,7 +487,7 @@ CompareAnswer answer_compare(const CompareRequest& o, const std::function<void(s
     if (!resolve_errors[i].empty()) throw Error("--deployment '" + o.deployments[i] + "': " + resolve_errors[i]);
   }
   plan::run_parallel(
-      rows.size(), plan::default_threads(),
+      rows.size(), plan::pool_width(plan::default_threads()),
       [&](std::size_t i) {
         CompareRow& r = rows[i];
         if (!r.fits) return;

@@ -367,7 +367,7 @@ nlohmann::json daily_profile(const PlanRequest& o, const PlanAnswer& a) {
   const Candidate& best = cands[ok.front()];
   std::vector<int> per_hour(24, 0);
   plan::run_parallel(
-      24, threads,
+      24, plan::pool_width(threads),
       [&](std::size_t h) {
         ScenarioSpec s = spec_of(best);
         if (profile[h] <= 0) return;

@@ -369,7 +369,7 @@ CheckOutcome run_checks(const Assumptions& a,
   std::size_t done = 0;
   const scenario::ModelErrorTable* errors = scenario::model_errors();  // a bad file throws here, before any run
   plan::run_parallel(
-      a.assertions.size(), plan::default_threads(),
+      a.assertions.size(), plan::pool_width(plan::default_threads()),
       [&](std::size_t i) {
         out.assertions[i] = run_one(a.assertions[i], a.prices, a.max_duration_s, a.replications);
         apply_model_error(out.assertions[i], a.require_model_error, errors);

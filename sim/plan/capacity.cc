@@ -87,7 +87,7 @@ class SeedRuns {
       if (k != left_out && !runs_[k].count(load)) missing.push_back(k);
     }
     // Each job writes only its own seed's map.
-    run_parallel(missing.size(), threads_, [&](std::size_t i) { one(load, missing[i]); }, {});
+    run_parallel(missing.size(), pool_width(threads_), [&](std::size_t i) { one(load, missing[i]); }, {});
     std::vector<const SimulationResult*> out;
     for (std::size_t k = 0; k < runs_.size(); ++k) {
       if (k != left_out) out.push_back(&runs_[k].at(load));

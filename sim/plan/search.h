@@ -196,5 +196,6 @@ void run_parallel(std::size_t jobs, unsigned threads, const std::function<void(s
 
 // Threads to use: $CAPSIM_THREADS, else the hardware's (sim/core/threads.h).
 using capsim::default_threads;
+using capsim::pool_width;
 
 }  // namespace capsim::plan
