@@ -126,9 +126,8 @@ CapacityAnswer answer_capacity(const CapacityRequest& o, const CapacityProgress&
                    : "none — the SLOs fail even at " + fmt("%g", floor_load) + " " + axis.name +
                          (n > 1 ? " over " + seeds : "");
   if (found.too_short_requests > 0) {
-    a.verdict += "; not verified: the run at that load measured " + std::to_string(found.too_short_requests) +
-                 " requests, fewer than the " + std::to_string(kMinSteadyStateObservations) +
-                 " a PASS needs (within the SLOs by its statistics); lengthen --duration";
+    a.verdict += "; not verified: within the SLOs by its statistics, but the run at that load had " +
+                 plan::too_short_text(found.too_short_requests) + "; lengthen --duration";
   }
   if (n > 1) {
     const auto [seed_lo, seed_hi] = std::minmax_element(found.seed_capacities.begin(), found.seed_capacities.end());

@@ -439,8 +439,7 @@ std::string plan_text(const PlanRequest& o, PlanAnswer& a, const std::vector<std
            users ? fmt("%.2f", usd_h * kHoursPerMonth / *users) : "", binds, option_cost_source_text(base, c),
            option_model_error_margin(base, c).text()});
   }
-  const std::size_t too_short = static_cast<std::size_t>(
-      std::count_if(cands.begin(), cands.end(), [](const Candidate& c) { return c.too_short; }));
+  const bool too_short = std::any_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.too_short; });
   if (ok.empty()) {
     text << (live.empty()  ? "  fits on no candidate: none fits in memory (reasons below)\n"
              : too_short ? "  no option verified: the runs are too short to support a PASS (reasons below); "

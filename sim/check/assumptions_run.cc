@@ -299,9 +299,8 @@ AssertionOutcome run_one(const Assertion& a, const PriceBook& prices, double max
         if (c.capacity <= 0 && !r.inconclusive) {
           r.message = "the SLOs fail even at " + value_text(c.floor_load, r.unit) + over;
         } else if (r.inconclusive && c.too_short_requests > 0) {
-          r.message = "the SLOs hold up to " + value_text(c.capacity, r.unit) + " by the runs' statistics, but the run there measured " +
-                      std::to_string(c.too_short_requests) + " requests, fewer than the " +
-                      std::to_string(kMinSteadyStateObservations) + " a PASS needs; run longer (duration)";
+          r.message = "the SLOs hold up to " + value_text(c.capacity, r.unit) + " by the runs' statistics, but the run there had " +
+                      plan::too_short_text(c.too_short_requests) + "; run longer (duration)";
         } else if (r.inconclusive) {
           r.message = value_text(e.limit, r.unit) + " is within the capacity's interval" + over + ": the SLOs hold" +
                       over + " up to " + value_text(c.capacity, r.unit) + ", and other seeds may hold them at " +

@@ -127,9 +127,7 @@ bool take_verification(Candidate& c, RoutersSearch&& rs, const std::vector<std::
     c.too_short = true;
     c.reason = "not verified: within the SLOs with " + std::to_string(c.search.best.replicas) +
                (c.search.best.replicas == 1 ? " replica" : " replicas") + " behind " + c.router + ", but on " +
-               std::to_string(c.search.best.result.steady.observations) + " measured requests, fewer than the " +
-               std::to_string(kMinSteadyStateObservations) +
-               " a 95% interval needs: too short to support a PASS; lengthen the run (--duration or --requests)";
+               too_short_text(c.search.best.result.steady.observations) + "; lengthen the run (--duration or --requests)";
     return false;
   }
   c.verified = true;

@@ -57,6 +57,11 @@ struct SloVerdict {
   bool only_too_short() const;
 };
 
+// Why a run of `measured` requests verifies nothing, in every message that says so: "99 measured
+// requests, fewer than the 200 a PASS needs (about 2.1x the measured window)" (the factor
+// 200 / measured rounded up to a tenth; none for 0).
+std::string too_short_text(std::size_t measured);
+
 // The verdict a search over loads or replica counts steers by (plan's load shares, its headroom,
 // capacity): a run too short for an interval counts by its statistic against the bound, as its
 // SLOs' too-short INCONCLUSIVEs become PASS. A share's run has 1/r of the cluster's requests and

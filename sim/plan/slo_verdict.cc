@@ -34,18 +34,13 @@ const char* decision_name(Decision d) {
   return "?";
 }
 
-namespace {
-
-// How much longer a measured window with `measured` requests must be to hold
-// kMinSteadyStateObservations at the same rate, rounded up to a tenth: " (about 2.1x the measured
-// window)". Empty for none measured (then nothing says how long).
-std::string longer_by(std::size_t measured) {
-  if (measured == 0) return "";
+std::string too_short_text(std::size_t measured) {
+  std::string s = std::to_string(measured) + " measured requests, fewer than the " +
+                  std::to_string(kMinSteadyStateObservations) + " a PASS needs";
+  if (measured == 0) return s;
   const double x = std::ceil(10.0 * static_cast<double>(kMinSteadyStateObservations) / static_cast<double>(measured)) / 10;
-  return " (about " + fmt("%.1f", x) + "x the measured window)";
+  return s + " (about " + fmt("%.1f", x) + "x the measured window)";
 }
-
-}  // namespace
 
 SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
   SloDecision d;
@@ -130,9 +125,8 @@ SloDecision decide_slo(const scenario::SloSpec& s, const SimulationResult& r) {
     d.why = "within its bound, but the run is overloaded (TTFT keeps growing): no steady state to decide on";
   } else if (!r.steady.analysed) {
     d.decision = Decision::kInconclusive;
-    d.why = "within its bound, but the run is too short to support a PASS: " + std::to_string(r.steady.observations) +
-            " measured requests, fewer than the " + std::to_string(kMinSteadyStateObservations) +
-            " a 95% interval needs; run longer" + longer_by(r.steady.observations);
+    d.why = "within its bound, but the run is too short for a 95% interval: " + too_short_text(r.steady.observations) +
+            "; run longer";
     d.too_short = true;
   } else if (!r.steady.settled) {
     d.decision = Decision::kInconclusive;
@@ -205,9 +199,8 @@ SloDecision decide_slo_replicated(const scenario::SloSpec& slo, const std::vecto
   } else if (!analysed) {
     // As for one run (decide_slo): each seed's estimate is then its whole window's statistic.
     d.decision = Decision::kInconclusive;
-    d.why = "within its bound" + range + ", but a replication is too short to support a PASS: " +
-            std::to_string(fewest) + " measured requests, fewer than the " +
-            std::to_string(kMinSteadyStateObservations) + " its steady-state check needs; run longer" + longer_by(fewest);
+    d.why = "within its bound" + range + ", but a replication is too short for its steady-state check: " +
+            too_short_text(fewest) + "; run longer";
     d.too_short = true;
   } else {
     d.decision = Decision::kPass;

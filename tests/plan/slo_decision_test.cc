@@ -72,8 +72,8 @@ TEST_CASE("decide_slo: a run too short for an interval is no PASS, and a search 
   CHECK(d.too_short);
   CHECK_FALSE(d.has_interval);
   CHECK(d.why ==
-        "within its bound, but the run is too short to support a PASS: 150 measured requests, fewer than the 200 a "
-        "95% interval needs; run longer (about 1.4x the measured window)");
+        "within its bound, but the run is too short for a 95% interval: 150 measured requests, fewer than the 200 a "
+        "PASS needs (about 1.4x the measured window); run longer");
   // Over the bound it fails as before (the statistic alone decides a FAIL).
   const plan::SloDecision over = plan::decide_slo(slo, short_run(150, 1.5));
   CHECK(over.decision == plan::Decision::kFail);
@@ -114,8 +114,9 @@ TEST_CASE("decide_slo_replicated: seeds too short for an interval are no PASS ei
   CHECK(d.too_short);
   CHECK(d.seeds == 3);
   // The fewest of the three seeds' measured requests is named.
-  CHECK(d.why.find("but a replication is too short to support a PASS: 90 measured requests, fewer than the 200") !=
-        std::string::npos);
   // 200 / 90 = 2.22: rounded up to a tenth.
-  CHECK(d.why.find("run longer (about 2.3x the measured window)") != std::string::npos);
+  CHECK(d.why.find("but a replication is too short for its steady-state check: 90 measured requests, fewer than "
+                   "the 200 a PASS needs (about 2.3x the measured window); run longer") != std::string::npos);
+  // None measured: nothing to scale.
+  CHECK(plan::too_short_text(0) == "0 measured requests, fewer than the 200 a PASS needs");
 }
