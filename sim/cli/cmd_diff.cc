@@ -1,13 +1,10 @@
 // `capsim diff A.json B.json`: which metrics moved between two results (simulate, plan,
 // capacity or compare --json), by how much, and which configuration changes likely moved them.
-#include <cmath>
 #include <iostream>
-#include <sstream>
 
+#include "sim/answers/diff_answer.h"
 #include "sim/cli/commands.h"
-#include "sim/report/diff.h"
 #include "sim/report/json_output.h"
-#include "sim/report/table.h"
 
 namespace capsim::cli {
 namespace {
@@ -18,50 +15,12 @@ struct DiffOptions {
   std::string json;
 };
 
-std::string short_number(double v) {
-  const double m = std::fabs(v);
-  if (v == std::floor(v) && m < 1e15) return fmt("%.0f", v);
-  if (m != 0 && (m < 1e-3 || m >= 1e7)) return fmt("%.4g", v);
-  if (m >= 100) return fmt("%.1f", v);
-  return fmt("%.4g", v);
-}
-
 int run_diff(const DiffOptions& o) {
   const diff::Input a = diff::load_result(o.a);
   const diff::Input b = diff::load_result(o.b);
-  const diff::Diff d = diff::compare(a, b, o.min_percent);
-  if (o.json != "-") {
-    std::ostringstream out;
-    out << "capsim diff: " << a.path << " -> " << b.path << " (" << d.kind << " results)\n\n";
-    const auto causes = diff::likely_causes(d);
-    if (!d.configuration.empty()) {
-      out << "  configuration changed (the likely reasons):\n";
-      for (const auto& c : causes) out << "    " << c << "\n";
-    } else if (!causes.empty()) {
-      out << "  " << causes.front() << "\n";
-    } else {
-      out << "  identical: no metric moved and the configuration is the same\n";
-    }
-    if (!d.metrics.empty()) {
-      out << "\n";
-      TextTable t({"metric", "A", "B", "change", "change %"});
-      for (const auto& m : d.metrics) {
-        t.row({m.path, short_number(m.a), short_number(m.b), (m.change > 0 ? "+" : "") + short_number(m.change),
-               m.change_percent ? fmt("%+.1f%%", *m.change_percent) : "-"});
-      }
-      t.print(out);
-    }
-    out << "\n  " << d.metrics.size() << " metrics moved, " << d.unchanged << " unchanged"
-        << (o.min_percent > 0 ? " (or moved less than " + fmt("%g", o.min_percent) + "%)" : "") << "\n";
-    if (!d.other.empty()) {
-      out << "\n  other results changed:\n";
-      for (const auto& f : d.other) out << "    " << f.path << ": " << f.a << " -> " << f.b << "\n";
-    }
-    for (const auto& e : d.only_a) out << "  only in A: " << e << "\n";
-    for (const auto& e : d.only_b) out << "  only in B: " << e << "\n";
-    std::cout << out.str();
-  }
-  if (!o.json.empty()) write_json(o.json, diff::diff_json(a, b, d));
+  const answers::DiffAnswer d = answers::answer_diff(a, b, o.min_percent);
+  if (o.json != "-") std::cout << d.text;
+  if (!o.json.empty()) write_json(o.json, d.json);
   return 0;
 }
 

@@ -99,14 +99,20 @@ std::string entry_of(const std::string& path) {
 Input load_result(const std::string& path) {
   const std::string text = read_input_file(path, "capsim result");
   check_json_depth(text, path);
-  Input r;
-  r.path = path;
+  nlohmann::json j;
   try {
-    r.json = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse errors and number overflow
     throw Error(path + ": not JSON (" + std::string(e.what()) + "); diff reads `capsim simulate --json FILE` "
                 "(or plan, capacity, compare) results");
   }
+  return recognise_result(std::move(j), path);
+}
+
+Input recognise_result(nlohmann::json json, const std::string& name) {
+  Input r;
+  r.path = name;
+  r.json = std::move(json);
   const nlohmann::json& j = r.json;
   const auto has = [&](const char* k) { return j.is_object() && j.contains(k); };
   if (has("scenario") && has("deployment") && j["deployment"].is_array() && has("capsim")) r.kind = "simulate";
@@ -114,7 +120,7 @@ Input load_result(const std::string& path) {
   else if (has("scenario") && has("curve") && has("load_axis")) r.kind = "capacity";
   else if (has("scenario") && has("deployments") && j["deployments"].is_array()) r.kind = "compare";
   else {
-    throw Error(path + ": not a capsim result: expected the JSON of `capsim simulate --json` (or plan, capacity, "
+    throw Error(name + ": not a capsim result: expected the JSON of `capsim simulate --json` (or plan, capacity, "
                 "compare), an object with 'scenario' and 'deployment', 'options', 'curve' or 'deployments'");
   }
   return r;

@@ -21,6 +21,9 @@ struct Input {
 // Reads and recognises a result. Throws capsim::Error "<path>: ..." when it cannot be read, is
 // not JSON, or is not a capsim simulate/plan/capacity/compare --json result.
 Input load_result(const std::string& path);
+// The same for a result already parsed (the HTTP API's body); `name` stands for the path in
+// every message and in the answer.
+Input recognise_result(nlohmann::json json, const std::string& name);
 
 struct MetricChange {
   std::string path;
