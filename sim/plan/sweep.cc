@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "sim/core/cancel.h"
 #include "sim/core/error.h"
 #include "sim/core/progress.h"
 #include "sim/core/yaml_fields.h"
@@ -82,6 +83,9 @@ double ms(double s) { return s * 1e3; }
 
 nlohmann::json run_result(const SweepRun& run) {
   const scenario::ScenarioSpec& s = run.spec;
+  // A cancelled sweep starts no more runs (a short run may end before its own check: the cluster
+  // looks at the flag every 1024 event times). Cancelled is not an Error: it ends the sweep.
+  throw_if_cancelled(s.cancel);
   nlohmann::json j;
   j["index"] = run.index;
   j["workload"] = run.workload;
@@ -169,7 +173,23 @@ Shard parse_shard(const std::string& text, const std::string& where) {
 
 Sweep load_sweep(const std::string& path) {
   const YamlDoc doc = YamlDoc::load(path);
-  const YAML::Node& root = doc.root();
+  // Relative scenario files resolve against the sweep file's folder.
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return expand_sweep(doc.root(), path, std::filesystem::path(path).stem().string(),
+                      [&](const std::string& w, const YAML::Node& set) {
+                        scenario::ScenarioSpec s;
+                        if (!w.empty()) {
+                          const std::filesystem::path p(w);
+                          scenario::load_scenario_file(
+                              p.is_absolute() || base_dir.empty() ? w : (std::filesystem::path(base_dir) / p).string(), s);
+                        }
+                        if (set) scenario::apply_scenario_yaml(set, path, path + ": set.", base_dir, s);
+                        return s;
+                      });
+}
+
+Sweep expand_sweep(const YAML::Node& root, const std::string& path, const std::string& default_name,
+                   const std::function<scenario::ScenarioSpec(const std::string&, const YAML::Node&)>& base_of) {
   if (!root.IsMap()) throw Error(path + ": expected a mapping of sweep fields (" + join(kSweepKeys) + ")");
   for (const auto& kv : root) {
     // A key can be any node in YAML (`[a, b]: 1`); converting a non-scalar one threw yaml-cpp's
@@ -184,9 +204,7 @@ Sweep load_sweep(const std::string& path) {
   }
   Sweep sw;
   sw.file = path;
-  sw.name = root["name"] ? yaml_scalar(root["name"], path + ": name")
-                         : std::filesystem::path(path).stem().string();
-  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  sw.name = root["name"] ? yaml_scalar(root["name"], path + ": name") : default_name;
   const std::vector<std::string> workloads = axis(root, "workloads", path, {""});
   const std::vector<std::string> models = axis(root, "models", path, {""});
   const std::vector<std::string> cards = axis(root, "cards", path, {""});
@@ -223,17 +241,9 @@ Sweep load_sweep(const std::string& path) {
     }
   }
 
-  // The scenarios, each read once; relative files resolve against the sweep file's folder.
+  // The scenarios, each read once.
   std::vector<scenario::ScenarioSpec> bases;
-  for (const std::string& w : workloads) {
-    scenario::ScenarioSpec s;
-    if (!w.empty()) {
-      const std::filesystem::path p(w);
-      scenario::load_scenario_file(p.is_absolute() || base_dir.empty() ? w : (std::filesystem::path(base_dir) / p).string(), s);
-    }
-    if (set) scenario::apply_scenario_yaml(set, path, path + ": set.", base_dir, s);
-    bases.push_back(std::move(s));
-  }
+  for (const std::string& w : workloads) bases.push_back(base_of(w, set));
 
   std::size_t index = 0;
   for (std::size_t wi = 0; wi < workloads.size(); ++wi) {

@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "sim/scenario/scenario.h"
 
@@ -38,6 +40,13 @@ struct Sweep {
 constexpr std::size_t kMaxSweepRuns = 100000;
 Sweep load_sweep(const std::string& path);
 
+// The same for a sweep document already read (`root`; messages name it `path`; `default_name`
+// when it has no name): `base_of(workload, set)` gives the scenario of one entry of the
+// workloads axis ("" when the axis is absent) with the document's `set` (a null node when
+// absent) applied. load_sweep reads scenario files; the HTTP API answers with the body's scenario.
+Sweep expand_sweep(const YAML::Node& root, const std::string& path, const std::string& default_name,
+                   const std::function<scenario::ScenarioSpec(const std::string&, const YAML::Node&)>& base_of);
+
 struct Shard {
   std::size_t index = 0, count = 1;
   bool whole() const { return count == 1; }
@@ -49,7 +58,8 @@ Shard parse_shard(const std::string& text, const std::string& where);
 // Runs the shard's runs on `threads` threads and returns the sweep document: {"sweep", "grid",
 // "runs" (the whole grid's count), "shard" ("i/N", only when sharded), "results" (one object per
 // run, by index)}. A run that cannot be simulated (the model does not fit the card) is a result
-// with "status": "failed" and the reason, not an error of the sweep.
+// with "status": "failed" and the reason, not an error of the sweep. Throws Cancelled once a
+// run's cancel flag (its spec's) is set: no further run starts.
 nlohmann::json run_sweep(const Sweep& sweep, Shard shard, unsigned threads, bool progress);
 
 // Joins shard documents (file name, document) into the unsharded document. Throws capsim::Error

@@ -366,6 +366,8 @@ Endpoint route(std::string_view method, std::string_view path) {
       {"/v1/compare", "POST", Endpoint::kCompare},  {"/v1/check", "POST", Endpoint::kCheck},
       {"/v1/batch-serve", "POST", Endpoint::kBatchServe}, {"/v1/finetune", "POST", Endpoint::kFinetune},
       {"/v1/calibrate", "POST", Endpoint::kCalibrate},   {"/v1/calibrate/runs", "POST", Endpoint::kCalibrateRuns},
+      {"/v1/roofline", "POST", Endpoint::kRoofline},     {"/v1/kernels", "POST", Endpoint::kKernels},
+      {"/v1/diff", "POST", Endpoint::kDiff},             {"/v1/sweep", "POST", Endpoint::kSweep},
   };
   for (const Entry& e : kTable) {
     if (e.path != path) continue;
@@ -413,6 +415,10 @@ Job prepare(Endpoint e, std::string_view body, const Limits& limits) {
     case Endpoint::kFinetune: return prepare_finetune(j, limits);
     case Endpoint::kCalibrate: return prepare_calibrate(j, limits);
     case Endpoint::kCalibrateRuns: return prepare_calibrate_runs(j, limits);
+    case Endpoint::kRoofline: return prepare_roofline(j, limits);
+    case Endpoint::kKernels: return prepare_kernels(j, limits);
+    case Endpoint::kDiff: return prepare_diff(j, limits);
+    case Endpoint::kSweep: return prepare_sweep(j, limits);
     default: throw HttpError(500, "prepare: not a POST endpoint");
   }
 }

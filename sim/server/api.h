@@ -31,6 +31,7 @@ struct Limits {
   double max_duration_s = 4 * 3600;     // simulated seconds per run
   int max_users = 50'000;               // closed-loop users or fixed concurrency
   int max_cards = 512;                  // replicas x TP of one deployment
+  int max_sweep_runs = 256;             // runs of one POST /v1/sweep grid
 };
 
 // A refusal with its HTTP status (400 bad input, 404, 405, 413, 422 over a limit, ...).
@@ -47,6 +48,7 @@ enum class Endpoint {
   kHealth, kCards, kModels, kEngines, kOpenApi, kPage,  // GET, answered at once
   kFit, kSimulate, kPlan, kCapacity, kCompare, kCheck,  // POST, run on the pool
   kBatchServe, kFinetune, kCalibrate, kCalibrateRuns,   // POST, run on the pool
+  kRoofline, kKernels, kDiff, kSweep,                   // POST, run on the pool
 };
 
 // `path` without its query. Throws HttpError 404 for an unknown path, 405 (message lists the
@@ -54,6 +56,7 @@ enum class Endpoint {
 Endpoint route(std::string_view method, std::string_view path);
 bool runs_on_pool(Endpoint e);
 // Plan, capacity, compare and check: long enough to report progress (docs/server.md#progress).
+// A sweep reports none: its runs finish in any order, and its answer is the whole grid.
 bool reports_progress(Endpoint e);
 
 // The answer of a GET endpoint other than kPage (JSON text, as `capsim list ... --json -`).

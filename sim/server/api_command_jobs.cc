@@ -31,8 +31,10 @@
 #include "sim/scenario/held_models.h"
 #include "sim/llm/model_config_json.h"
 #include "sim/answers/compare_answer.h"
+#include "sim/answers/diff_answer.h"
 #include "sim/answers/finetune_answer.h"
 #include "sim/answers/fit_answer.h"
+#include "sim/answers/kernels_answer.h"
 #include "sim/answers/listings.h"
 #include "sim/answers/plan_answer.h"
 #include "sim/scenario/scenario.h"
@@ -234,6 +236,88 @@ Job prepare_calibrate(const nlohmann::json& body, const Limits&) {
     } catch (const Error& e) {
       throw HttpError(400, as_fields(e.what(), kCalibrateFields));
     }
+  };
+}
+
+const std::vector<std::string> kKernelsFields = {"card", "engine", "dtype", "shapes"};
+
+// A GEMM shape's dimension from a shapes list: a positive, finite number.
+std::string dimension(const nlohmann::json& shape, const char* name, const std::string& field) {
+  const std::string where = field + "." + name;
+  if (!shape.contains(name)) throw HttpError(400, where + ": missing; each shape is {\"n\": ..., \"k\": ..., \"m\": ...}");
+  const nlohmann::json& v = shape[name];
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !(v.get<double>() > 0)) {
+    throw HttpError(400, where + ": expected a positive number (a GEMM dimension), got " + v.dump());
+  }
+  return fmt("%.17g", v.get<double>());
+}
+
+// `capsim kernels`: the card's measured tables, or the times of the shapes the body carries (a
+// list of {n, k, m} or the CSV text --shapes reads). No table file: the card's own tables only.
+Job prepare_kernels(const nlohmann::json& body, const Limits&) {
+  const std::vector<std::string>& fields = kKernelsFields;
+  command_fields(body, "kernels", fields, {"table", "json"},
+                 "the server reads no table files; it times shapes against the card's own measured tables");
+  answers::KernelsRequest r;
+  if (body.contains("card")) r.card = text_field(body["card"], "card", "\"h100-sxm\"");
+  catalogue_card(r.card, "card");
+  if (body.contains("engine")) r.engine = text_field(body["engine"], "engine", "\"vllm\"");
+  catalogue_engine(r.engine, "engine");
+  if (body.contains("dtype")) r.dtype = text_field(body["dtype"], "dtype", "\"fp8\"");
+  if (body.contains("shapes")) {
+    const nlohmann::json& v = body["shapes"];
+    if (v.is_string()) {
+      r.shapes_csv = v.get<std::string>();
+    } else if (v.is_array()) {
+      std::string csv = "n,k,m\n";
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::string field = "shapes[" + std::to_string(i) + "]";
+        if (!v[i].is_object()) throw HttpError(400, field + ": expected {\"n\": ..., \"k\": ..., \"m\": ...}");
+        csv += dimension(v[i], "n", field) + "," + dimension(v[i], "k", field) + "," + dimension(v[i], "m", field) + "\n";
+      }
+      r.shapes_csv = std::move(csv);
+    } else {
+      throw HttpError(400, "shapes: expected a list of {\"n\", \"k\", \"m\"} or CSV text with columns n, k, m; got " +
+                               std::string(json_type_word(v)));
+    }
+    r.shapes_where = "shapes";
+  }
+  return [r](const CancelFlag&, const ProgressFn&) {
+    try {
+      return json_text(answers::answer_kernels(r).json);
+    } catch (const Error& e) {
+      throw HttpError(400, as_fields(e.what(), kKernelsFields));
+    }
+  };
+}
+
+const std::vector<std::string> kDiffFields = {"a", "b", "min_change"};
+
+// `capsim diff`: the two results are the body's objects "a" and "b" (each the JSON a simulate,
+// plan, capacity or compare answer gave), never paths; messages and the answer name them a and b.
+Job prepare_diff(const nlohmann::json& body, const Limits&) {
+  command_fields(body, "diff", kDiffFields, {"json"}, "the server writes no files");
+  std::vector<diff::Input> results;
+  for (const char* side : {"a", "b"}) {
+    if (!body.contains(side)) {
+      throw HttpError(400, std::string(side) + ": missing; send the JSON object of a simulate, plan, capacity or "
+                                               "compare answer");
+    }
+    const nlohmann::json& v = body[side];
+    if (v.is_string()) {
+      throw HttpError(400, std::string(side) + ": the server reads no files; send the result's JSON object itself, "
+                                               "not a path");
+    }
+    try {
+      results.push_back(diff::recognise_result(v, side));
+    } catch (const Error& e) {
+      throw HttpError(400, e.what());
+    }
+  }
+  double min_change = 0;
+  if (body.contains("min_change")) min_change = number<double>(body["min_change"], "min_change", 0, 1e300);
+  return [results, min_change](const CancelFlag&, const ProgressFn&) {
+    return guarded([&] { return json_text(answers::answer_diff(results[0], results[1], min_change).json); });
   };
 }
 

@@ -27,6 +27,7 @@ YAML::Node to_yaml(const nlohmann::json& j);
 std::string joined(const std::vector<std::string>& names);
 void catalogue_card(const std::string& name, const std::string& field);
 void catalogue_model(const std::string& name, const std::string& field);
+void catalogue_engine(const std::string& name, const std::string& field);
 void refuse_files(const ScenarioSpec& s, const std::string& pasted_model = "", const std::string& prefix = "");
 [[noreturn]] void rethrow_as_http(const Error& e);
 void check_duration(const std::optional<std::string>& text, const std::string& field, const Limits& limits);
@@ -95,5 +96,9 @@ Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits);
 Job prepare_finetune(const nlohmann::json& body, const Limits& limits);
 Job prepare_calibrate(const nlohmann::json& body, const Limits& limits);
 Job prepare_calibrate_runs(const nlohmann::json& body, const Limits& limits);
+Job prepare_roofline(const nlohmann::json& body, const Limits& limits);
+Job prepare_kernels(const nlohmann::json& body, const Limits& limits);
+Job prepare_diff(const nlohmann::json& body, const Limits& limits);
+Job prepare_sweep(const nlohmann::json& body, const Limits& limits);
 
 }  // namespace capsim::server::detail

@@ -23,6 +23,7 @@
 #include "sim/http/request_guard.h"
 #include "sim/llm/speculative.h"
 #include "sim/plan/search.h"
+#include "sim/plan/sweep.h"
 #include "sim/report/json_output.h"
 #include "sim/report/table.h"
 #include "sim/answers/batch_serve_answer.h"
@@ -38,6 +39,7 @@
 #include "sim/answers/fit_answer.h"
 #include "sim/answers/listings.h"
 #include "sim/answers/plan_answer.h"
+#include "sim/answers/roofline_answer.h"
 #include "sim/scenario/scenario.h"
 #include "sim/answers/simulate_report.h"
 
@@ -75,6 +77,86 @@ Job prepare_fit(const nlohmann::json& body, const Limits& limits) {
   if (o.contains("context")) context = number<long long>(o["context"], "fit.context", 1, 1e8);
   return [in, context](const CancelFlag&, const ProgressFn&) {
     return guarded([&] { return json_text(answers::answer_fit(in.spec.deployment, context).json); });
+  };
+}
+
+// One engine step of the body's deployment (`capsim roofline`); a step of up to a million
+// sequences is work for the pool, not the connection's thread.
+Job prepare_roofline(const nlohmann::json& body, const Limits& limits) {
+  const nlohmann::json o = options_of(body, "roofline", {"batch", "context", "prefill", "prefill_cached"});
+  const Scenario in = scenario_of(body, {"roofline"}, limits, false);
+  answers::RooflineRequest r;
+  r.deployment = in.spec.deployment;
+  if (o.contains("batch")) r.batch = number<long long>(o["batch"], "roofline.batch", 0, 1e6);
+  if (o.contains("context")) r.context = number<long long>(o["context"], "roofline.context", 1, 1e8);
+  if (o.contains("prefill")) r.prefill = number<long long>(o["prefill"], "roofline.prefill", 0, 1e8);
+  if (o.contains("prefill_cached")) {
+    r.prefill_cached = number<long long>(o["prefill_cached"], "roofline.prefill_cached", 0, 1e8);
+  }
+  if (r.batch == 0 && r.prefill == 0) {
+    throw HttpError(400, "roofline.batch, roofline.prefill: the step is empty; give batch >= 1 or prefill >= 1");
+  }
+  return [r, keep = in.pasted](const CancelFlag&, const ProgressFn&) {
+    return guarded([&] { return json_text(answers::answer_roofline(r).json); });
+  };
+}
+
+// A grid of simulations over the body's scenario (`capsim sweep`): the sweep object holds the
+// axes (models, cards, tp, precisions, loads, seeds; docs/scale.md), the body's scenario is the
+// one workload. Every name of an axis is a catalogue name, every run within the server's limits,
+// the grid within --max-sweep-runs, all checked before the queue; the runs stop when the client
+// goes away.
+Job prepare_sweep(const nlohmann::json& body, const Limits& limits) {
+  if (body.contains("sweep") && body["sweep"].is_object()) {
+    const nlohmann::json& o = body["sweep"];
+    if (o.contains("workloads")) {
+      throw HttpError(400, "sweep.workloads: the server reads no scenario files; the body's scenario is the sweep's "
+                           "one workload");
+    }
+    if (o.contains("set")) throw HttpError(400, "sweep.set: give those scenario fields in the body itself");
+  }
+  const nlohmann::json o = options_of(body, "sweep", {"name", "description", "models", "cards", "tp", "precisions",
+                                                      "loads", "seeds"});
+  const Scenario in = scenario_of(body, {"sweep"}, limits);
+  for (const char* axis : {"models", "cards"}) {
+    if (!o.contains(axis)) continue;
+    const nlohmann::json& v = o[axis];
+    const std::vector<nlohmann::json> names = v.is_array() ? v.get<std::vector<nlohmann::json>>() : std::vector<nlohmann::json>{v};
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string field = std::string("sweep.") + axis + (v.is_array() ? "[" + std::to_string(i) + "]" : "");
+      if (!names[i].is_string()) throw HttpError(400, field + ": expected a catalogue name");
+      if (std::string(axis) == "models") catalogue_model(names[i].get<std::string>(), field);
+      else catalogue_card(names[i].get<std::string>(), field);
+    }
+  }
+  auto sweep = std::make_shared<plan::Sweep>();
+  try {
+    *sweep = plan::expand_sweep(to_yaml(o), "sweep", "sweep",
+                                [&](const std::string&, const YAML::Node&) { return in.spec; });
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  if (sweep->runs.size() > static_cast<std::size_t>(limits.max_sweep_runs)) {
+    throw HttpError(422, "sweep: the grid has " + std::to_string(sweep->runs.size()) + " runs; the server runs at most " +
+                             std::to_string(limits.max_sweep_runs) + " per request (capsim serve --max-sweep-runs; "
+                             "`capsim sweep` runs larger grids, sharded over a cluster: docs/scale.md)");
+  }
+  // A run past the server's limits (users of the loads axis, replicas) is refused now; one that
+  // cannot run for another reason (the model does not fit that card) is a failed cell of the
+  // answer, as in `capsim sweep`.
+  for (const plan::SweepRun& run : sweep->runs) {
+    try {
+      (void)scenario::build_scenario(run.spec);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("--allow-large") != std::string::npos) rethrow_as_http(e);
+    }
+  }
+  return [sweep, keep = in.pasted](const CancelFlag& cancel, const ProgressFn&) {
+    return guarded([&] {
+      plan::Sweep mine = *sweep;
+      for (plan::SweepRun& run : mine.runs) run.spec.cancel = cancel;
+      return json_text(plan::run_sweep(mine, plan::Shard{}, plan::pool_width(plan::default_threads()), false));
+    });
   };
 }
 

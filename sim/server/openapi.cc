@@ -41,7 +41,15 @@ const char* const kOpenApi = R"json({
     "/v1/calibrate": {"post": {"summary": "fit a card's efficiencies to a measured profile sent in the body; writes nothing, \"out\" is null (capsim calibrate fit)",
       "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/calibrate/runs": {"post": {"summary": "fit one deployment's engine overheads to its own vllm bench serve / GuideLLM results sent in the body; the profile is profile_yaml, \"out\" is null (capsim calibrate runs)",
-      "requestBody": {"$ref": "#/components/requestBodies/CalibrateRuns"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
+      "requestBody": {"$ref": "#/components/requestBodies/CalibrateRuns"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/roofline": {"post": {"summary": "one engine step of a deployment by operator group: time, bound, MFU, MBU, and whether each kernel time is measured or roofline (capsim roofline)",
+      "requestBody": {"$ref": "#/components/requestBodies/Roofline"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/kernels": {"post": {"summary": "a card's measured kernel tables, or GEMM shapes timed from its table and from the roofline side by side (capsim kernels)",
+      "requestBody": {"$ref": "#/components/requestBodies/Kernels"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/diff": {"post": {"summary": "what moved between two results of the same command (simulate, plan, capacity, compare), and the configuration changes that likely moved it (capsim diff)",
+      "requestBody": {"$ref": "#/components/requestBodies/Diff"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+    "/v1/sweep": {"post": {"summary": "a grid of simulations (models x cards x TP x precisions x loads x seeds) over the body's scenario, at most --max-sweep-runs runs (capsim sweep)",
+      "requestBody": {"$ref": "#/components/requestBodies/Sweep"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
   },
   "components": {
     "schemas": {
@@ -94,7 +102,34 @@ const char* const kOpenApi = R"json({
         {"type": "object", "properties": {"calibrate_runs": {"type": "object", "additionalProperties": false, "required": ["runs"], "properties": {
           "runs": {"type": "array", "maxItems": 32, "description": "result files' JSON (vllm bench serve --save-result, GuideLLM's report), each the object itself or {name, result}; never a path",
             "items": {"type": "object"}},
-          "date": {"type": "string", "example": "2026-12-06"}, "seed": {"type": "integer"}}}}}]}}}}
+          "date": {"type": "string", "example": "2026-12-06"}, "seed": {"type": "integer"}}}}}]}}}},
+      "Roofline": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"roofline": {"type": "object", "additionalProperties": false, "properties": {
+          "batch": {"type": "integer", "minimum": 0, "maximum": 1000000, "default": 1, "description": "decode sequences in the step"},
+          "context": {"type": "integer", "minimum": 1, "maximum": 100000000, "default": 1024, "description": "tokens of each decode sequence"},
+          "prefill": {"type": "integer", "minimum": 0, "maximum": 100000000, "default": 0, "description": "tokens of one prefill chunk in the same step"},
+          "prefill_cached": {"type": "integer", "minimum": 0, "maximum": 100000000, "default": 0, "description": "tokens cached before that chunk"}}}}}]}}}},
+      "Kernels": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false,
+        "description": "the flags of capsim kernels as fields; no table file (the card's own measured tables only)",
+        "properties": {"card": {"type": "string", "default": "h100-sxm"}, "engine": {"type": "string", "default": "vllm"},
+          "dtype": {"type": "string", "enum": ["bf16", "fp8", "nvfp4"], "default": "bf16"},
+          "shapes": {"oneOf": [{"type": "array", "items": {"type": "object", "required": ["n", "k", "m"], "properties": {
+              "n": {"type": "number"}, "k": {"type": "number"}, "m": {"type": "number"}}}},
+            {"type": "string", "description": "CSV text with columns n, k, m"}],
+            "description": "GEMM shapes to time; absent: list the card's tables"}}}}}},
+      "Diff": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false,
+        "description": "two results of the same command, as their JSON objects (never paths)",
+        "properties": {"a": {"type": "object"}, "b": {"type": "object"},
+          "min_change": {"type": "number", "minimum": 0, "description": "hide metrics that moved less than this many percent"}},
+        "required": ["a", "b"]}}}},
+      "Sweep": {"required": true, "content": {"application/json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Scenario"},
+        {"type": "object", "properties": {"sweep": {"type": "object", "additionalProperties": false,
+          "description": "the axes of a sweep file (docs/scale.md) but workloads and set: the body's scenario is the one workload",
+          "properties": {"name": {"type": "string"}, "description": {"type": "string"},
+            "models": {"type": "array", "items": {"type": "string"}}, "cards": {"type": "array", "items": {"type": "string"}},
+            "tp": {"type": "array", "items": {"type": "integer"}}, "precisions": {"type": "array", "items": {"type": "string"}},
+            "loads": {"type": "array", "items": {"type": "number"}, "description": "users, concurrency or requests/s, as the scenario's workload is"},
+            "seeds": {"type": "array", "items": {"type": "integer"}}}}}}]}}}}
     },
     "responses": {
       "List": {"description": "an array, as `capsim list ... --json -` prints", "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}}},

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "sim/http/request_guard.h"
+#include "sim/plan/sweep.h"
 #include "sim/server/serve_command.h"
 #include "sim/server/server.h"
 
@@ -75,6 +76,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(1, 1'000'000));
   cmd->add_option("--max-cards", s.limits.max_cards, "most cards (replicas x TP) one deployment may ask for (422 beyond)")
       ->capture_default_str()->check(CLI::Range(1, 8192));
+  cmd->add_option("--max-sweep-runs", s.limits.max_sweep_runs, "most runs one POST /v1/sweep grid may have (422 beyond)")
+      ->capture_default_str()->check(CLI::Range(1, static_cast<int>(plan::kMaxSweepRuns)));
   cmd->add_option("--max-connections", s.max_connections,
                   "open connections; at the cap a new one replaces the one waiting longest for its request")
       ->capture_default_str()->check(CLI::Range(1, 100000));

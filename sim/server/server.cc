@@ -145,15 +145,17 @@ class Call : public std::enable_shared_from_this<Call> {
       return send_page(target.substr(0, target.find('?')));
     }
     // Admission first: a full lane is told so before any parsing or validation.
-    // fit, finetune and calibrate are arithmetic on one model or profile (milliseconds): they take
-    // the light lane, so a full simulation lane never delays them.
-    light_ = e == Endpoint::kFit || e == Endpoint::kFinetune || e == Endpoint::kCalibrate;
+    // fit, finetune, calibrate, roofline, kernels and diff are arithmetic on one model, profile,
+    // table or pair of results (milliseconds: a roofline step of a million sequences takes 8 ms):
+    // they take the light lane, so a full simulation lane never delays them.
+    light_ = e == Endpoint::kFit || e == Endpoint::kFinetune || e == Endpoint::kCalibrate || e == Endpoint::kRoofline ||
+             e == Endpoint::kKernels || e == Endpoint::kDiff;
     const std::string& client = ex_->client();
     if (light_) {
       const unsigned room = 1 + server_.opt.queue;
       if (server_.light_admitted.fetch_add(1) >= room) {
         --server_.light_admitted;
-        return send_error(429, "the light lane (fit, finetune, calibrate) is full (" + std::to_string(room) +
+        return send_error(429, "the light lane (fit, finetune, calibrate, roofline, kernels, diff) is full (" + std::to_string(room) +
                                    " admitted); retry after the Retry-After seconds", true);
       }
     } else {

@@ -137,7 +137,7 @@ TEST_CASE("serve: --auth-token guards the API, /healthz stays open", "[server][h
   CHECK(http_exchange(srv.port(), "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").status == 200);
 }
 
-TEST_CASE("serve: a fit and a finetune are answered while simulations fill every worker and the queue", "[server][hostile]") {
+TEST_CASE("serve: fit, finetune, roofline and kernels are answered while simulations fill every worker and the queue", "[server][hostile]") {
   // One worker, no queue: on 64e18c4 the fit waited behind the simulation (429 "queue is full").
   ServerOptions o = small(1, 0);
   o.limits.max_requests = 2'000'000;
@@ -154,6 +154,12 @@ TEST_CASE("serve: a fit and a finetune are answered while simulations fill every
   const Reply finetune = http_exchange(
       srv.port(), post_text("/v1/finetune", R"({"model": "llama-3.1-8b", "method": "lora", "cards": ["h100-sxm"]})", kJson));
   CHECK(finetune.status == 200);
+  // So are roofline and kernels.
+  const Reply roofline = http_exchange(
+      srv.port(), post_text("/v1/roofline", R"({"model": "llama-3.1-8b", "deployment": {"card": "h100-sxm"}})", kJson));
+  CHECK(roofline.status == 200);
+  const Reply kernels = http_exchange(srv.port(), post_text("/v1/kernels", R"({"card": "h100-sxm"})", kJson));
+  CHECK(kernels.status == 200);
 }
 
 TEST_CASE("serve: one client address holds at most its share of the simulations", "[server][hostile]") {

@@ -112,8 +112,10 @@ TEST_CASE("server: GET answers are the catalogue listings as `capsim list --json
   const auto doc = nlohmann::json::parse(api.body);
   CHECK(doc["openapi"] == "3.0.3");
   for (const char* p : {"/v1/fit", "/v1/simulate", "/v1/plan", "/v1/capacity", "/v1/compare", "/v1/check",
-                        "/v1/batch-serve", "/v1/finetune", "/v1/calibrate", "/v1/calibrate/runs"}) {
+                        "/v1/batch-serve", "/v1/finetune", "/v1/calibrate", "/v1/calibrate/runs", "/v1/roofline",
+                        "/v1/kernels", "/v1/diff", "/v1/sweep"}) {
     INFO(p);
+    CHECK(capsim::server::route("POST", p) != capsim::server::Endpoint::kHealth);
     CHECK(doc["paths"].contains(p));
     CHECK(doc["paths"][p].contains("post"));
   }
