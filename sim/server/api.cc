@@ -294,7 +294,8 @@ std::string list_text(const nlohmann::json& v, const std::string& field) {
   std::string out;
   for (const auto& x : v) {
     if (!x.is_string() && !x.is_number()) throw HttpError(400, field + ": expected names or numbers in the list");
-    out += (out.empty() ? "" : ",") + (x.is_string() ? x.get<std::string>() : x.dump());
+    if (!out.empty()) out += ',';
+    out += x.is_string() ? x.get<std::string>() : x.dump();
   }
   return out;
 }
@@ -360,6 +361,7 @@ Endpoint route(std::string_view method, std::string_view path) {
   static constexpr Entry kTable[] = {
       {"/healthz", "GET", Endpoint::kHealth},       {"/v1/cards", "GET", Endpoint::kCards},
       {"/v1/models", "GET", Endpoint::kModels},     {"/v1/engines", "GET", Endpoint::kEngines},
+      {"/v1/serving", "GET", Endpoint::kServing},   {"/v1/links", "GET", Endpoint::kLinks},
       {"/openapi.json", "GET", Endpoint::kOpenApi}, {"/", "GET", Endpoint::kPage},
       {"/v1/fit", "POST", Endpoint::kFit},          {"/v1/simulate", "POST", Endpoint::kSimulate},
       {"/v1/plan", "POST", Endpoint::kPlan},        {"/v1/capacity", "POST", Endpoint::kCapacity},
@@ -393,6 +395,8 @@ std::string answer_get(Endpoint e) {
     case Endpoint::kCards: return json_text(answers::list_cards().json);
     case Endpoint::kModels: return json_text(answers::list_models().json);
     case Endpoint::kEngines: return json_text(answers::list_engines().json);
+    case Endpoint::kServing: return json_text(answers::list_serving().json);
+    case Endpoint::kLinks: return json_text(answers::list_kv_links().json);
     case Endpoint::kOpenApi: return openapi_json();
     default: throw HttpError(500, "answer_get: not a GET endpoint");
   }

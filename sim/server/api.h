@@ -45,7 +45,7 @@ class HttpError : public std::runtime_error {
 };
 
 enum class Endpoint {
-  kHealth, kCards, kModels, kEngines, kOpenApi, kPage,  // GET, answered at once
+  kHealth, kCards, kModels, kEngines, kServing, kLinks, kOpenApi, kPage,  // GET, answered at once
   kFit, kSimulate, kPlan, kCapacity, kCompare, kCheck,  // POST, run on the pool
   kBatchServe, kFinetune, kCalibrate, kCalibrateRuns,   // POST, run on the pool
   kRoofline, kKernels, kDiff, kSweep,                   // POST, run on the pool

@@ -22,6 +22,8 @@ const char* const kOpenApi = R"json({
     "/v1/cards": {"get": {"summary": "the card catalogue (capsim list cards --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
     "/v1/models": {"get": {"summary": "the model catalogue (capsim list models --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
     "/v1/engines": {"get": {"summary": "the engine profiles (capsim list engines --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
+    "/v1/serving": {"get": {"summary": "the serving models: how a deployment's engine batches and schedules (capsim list serving --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
+    "/v1/links": {"get": {"summary": "the KV-transfer links of disaggregated serving (capsim list links --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
     "/v1/fit": {"post": {"summary": "does a model fit on a card: memory per GPU, KV capacity, what would fit (capsim fit)",
       "requestBody": {"$ref": "#/components/requestBodies/Fit"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
     "/v1/simulate": {"post": {"summary": "simulate a serving cluster under load (capsim simulate)",

@@ -14,6 +14,8 @@ http::Needs needs_of(Endpoint e) {
     case Endpoint::kCards:
     case Endpoint::kModels:
     case Endpoint::kEngines:
+    case Endpoint::kServing:
+    case Endpoint::kLinks:
     case Endpoint::kOpenApi: return http::Needs::kToken;
     default: return http::Needs::kJsonBodyAndToken;
   }

@@ -83,7 +83,7 @@ struct Server::Impl {
   // Simulations admitted per client address (I/O thread only).
   std::map<std::string, unsigned> admitted_by_client;
   // Answers of the GET endpoints, computed once (the catalogues never change in a process).
-  std::string cards, models, engines, openapi, health;
+  std::string cards, models, engines, serving, links, openapi, health;
   // Every running job's flag, so that stop() cancels them.
   std::mutex jobs_mutex;
   std::set<CancelFlag> jobs;
@@ -98,6 +98,8 @@ struct Server::Impl {
     return e == Endpoint::kCards    ? cards
            : e == Endpoint::kModels  ? models
            : e == Endpoint::kEngines ? engines
+           : e == Endpoint::kServing ? serving
+           : e == Endpoint::kLinks   ? links
            : e == Endpoint::kOpenApi ? openapi
                                      : health;
   }
@@ -358,6 +360,8 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
   s.cards = answer_get(Endpoint::kCards);
   s.models = answer_get(Endpoint::kModels);
   s.engines = answer_get(Endpoint::kEngines);
+  s.serving = answer_get(Endpoint::kServing);
+  s.links = answer_get(Endpoint::kLinks);
   s.openapi = answer_get(Endpoint::kOpenApi);
   s.health = answer_get(Endpoint::kHealth);
   beast::error_code ec;

@@ -101,7 +101,8 @@ TEST_CASE("server: GET answers are the catalogue listings as `capsim list --json
   const Reply health = get(srv.port(), "/healthz");
   CHECK(health.status == 200);
   CHECK(nlohmann::json::parse(health.body) == nlohmann::json{{"status", "ok"}});
-  for (const char* what : {"cards", "models", "engines"}) {
+  for (const char* what : {"cards", "models", "engines", "serving", "links"}) {
+    INFO(what);
     const Reply r = get(srv.port(), std::string("/v1/") + what);
     CHECK(r.status == 200);
     CHECK(r.content_type == "application/json");
