@@ -25,33 +25,33 @@ const char* const kOpenApi = R"json({
     "/v1/serving": {"get": {"summary": "the serving models: how a deployment's engine batches and schedules (capsim list serving --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
     "/v1/links": {"get": {"summary": "the KV-transfer links of disaggregated serving (capsim list links --json -)", "responses": {"200": {"$ref": "#/components/responses/List"}}}},
     "/v1/fit": {"post": {"summary": "does a model fit on a card: memory per GPU, KV capacity, what would fit (capsim fit)",
-      "requestBody": {"$ref": "#/components/requestBodies/Fit"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Fit"}}},
     "/v1/simulate": {"post": {"summary": "simulate a serving cluster under load (capsim simulate)",
-      "requestBody": {"$ref": "#/components/requestBodies/Simulate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Simulate"}}},
     "/v1/plan": {"post": {"summary": "the cheapest card x TP x precision x replicas that meet the SLOs (capsim plan)",
-      "requestBody": {"$ref": "#/components/requestBodies/Plan"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Plan"}}},
     "/v1/capacity": {"post": {"summary": "the most load one deployment serves within the SLOs, and the latency curve (capsim capacity)",
-      "requestBody": {"$ref": "#/components/requestBodies/Capacity"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Capacity"}}},
     "/v1/compare": {"post": {"summary": "named deployments on one workload: latency, cost, verdict (capsim compare)",
-      "requestBody": {"$ref": "#/components/requestBodies/Compare"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Compare"}}},
     "/v1/check": {"post": {"summary": "capacity assumptions checked by simulation (capsim check; an assumptions document with inline scenarios)",
-      "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}}}},
     "/v1/batch-serve": {"post": {"summary": "a dynamic-batching server for one-pass models (BERT, image models) under Poisson load: latency, throughput, cost (capsim batch-serve)",
-      "requestBody": {"$ref": "#/components/requestBodies/BatchServe"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/BatchServe"}}},
     "/v1/finetune": {"post": {"summary": "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card (capsim finetune)",
-      "requestBody": {"$ref": "#/components/requestBodies/Finetune"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Finetune"}}},
     "/v1/calibrate": {"post": {"summary": "fit a card's efficiencies to a measured profile sent in the body; writes nothing, \"out\" is null (capsim calibrate fit)",
-      "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Calibrate"}}},
     "/v1/calibrate/runs": {"post": {"summary": "fit one deployment's engine overheads to its own vllm bench serve / GuideLLM results sent in the body; the profile is profile_yaml, \"out\" is null (capsim calibrate runs)",
-      "requestBody": {"$ref": "#/components/requestBodies/CalibrateRuns"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/CalibrateRuns"}}},
     "/v1/roofline": {"post": {"summary": "one engine step of a deployment by operator group: time, bound, MFU, MBU, and whether each kernel time is measured or roofline (capsim roofline)",
-      "requestBody": {"$ref": "#/components/requestBodies/Roofline"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Roofline"}}},
     "/v1/kernels": {"post": {"summary": "a card's measured kernel tables, or GEMM shapes timed from its table and from the roofline side by side (capsim kernels)",
-      "requestBody": {"$ref": "#/components/requestBodies/Kernels"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Kernels"}}},
     "/v1/diff": {"post": {"summary": "what moved between two results of the same command (simulate, plan, capacity, compare), and the configuration changes that likely moved it (capsim diff)",
-      "requestBody": {"$ref": "#/components/requestBodies/Diff"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}},
+      "requestBody": {"$ref": "#/components/requestBodies/Diff"}}},
     "/v1/sweep": {"post": {"summary": "a grid of simulations (models x cards x TP x precisions x loads x seeds) over the body's scenario, at most --max-sweep-runs runs (capsim sweep)",
-      "requestBody": {"$ref": "#/components/requestBodies/Sweep"}, "responses": {"200": {"$ref": "#/components/responses/Answer"}, "400": {"$ref": "#/components/responses/Error"}, "413": {"$ref": "#/components/responses/Error"}, "422": {"$ref": "#/components/responses/Error"}, "429": {"$ref": "#/components/responses/Error"}, "503": {"$ref": "#/components/responses/Error"}}}}
+      "requestBody": {"$ref": "#/components/requestBodies/Sweep"}}}
   },
   "components": {
     "schemas": {
@@ -150,6 +150,15 @@ const std::string& openapi_json() {
   // The scenario body's schema is written from the tables the scenario reader reads with.
   static const std::string text = [] {
     nlohmann::ordered_json doc = nlohmann::ordered_json::parse(kOpenApi);
+    // Every POST answers alike: the command's JSON, or an error with its status.
+    for (auto& [path, item] : doc["paths"].items()) {
+      if (!item.contains("post")) continue;
+      nlohmann::ordered_json responses = {{"200", {{"$ref", "#/components/responses/Answer"}}}};
+      for (const char* status : {"400", "413", "422", "429", "503"}) {
+        responses[status] = {{"$ref", "#/components/responses/Error"}};
+      }
+      item["post"]["responses"] = std::move(responses);
+    }
     nlohmann::ordered_json scenario = scenario::scenario_json_schema();
     scenario["description"] = "docs/data-formats.md#scenario-fields. The server takes catalogue names only (no file "
                               "paths, traces or empirical distributions).";
