@@ -61,7 +61,8 @@ for t in "${targets[@]}"; do
       seed "$t" 00 fuzz/seeds/fuzz_kernel_table/gemm.csv
       seed "$t" 01 fuzz/seeds/fuzz_kernel_table/attention.csv
       seed "$t" 02 fuzz/seeds/fuzz_kernel_table/moe.csv
-      seed "$t" 03 fuzz/seeds/fuzz_kernel_table/allreduce.csv ;;
+      seed "$t" 03 fuzz/seeds/fuzz_kernel_table/allreduce.csv
+      seed "$t" 04 fuzz/seeds/fuzz_kernel_table/training.csv ;;
     fuzz_bench_runs) seed "$t" "" tests/data/calibrate-runs/*.json ;;
     fuzz_card_profile) seed "$t" "" fuzz/seeds/fuzz_card_profile/* ;;
     fuzz_empirical)

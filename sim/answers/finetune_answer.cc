@@ -1,6 +1,7 @@
 #include "sim/answers/finetune_answer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/core/error.h"
 #include "sim/core/units.h"
@@ -49,6 +50,82 @@ std::vector<Card> chosen_cards(const FinetuneRequest& o) {
   return out;
 }
 
+// calibration/training/llm-foundry.csv of the data root, read once (a throw leaves it unread, so
+// the next call tries again and says why).
+struct CheckedTable {
+  TrainingTable table;
+  TrainingRateCheck check;
+};
+const CheckedTable& training_table() {
+  static const CheckedTable t = [] {
+    CheckedTable c{load_training_table(data_dir() + "/calibration/training/llm-foundry.csv"), {}};
+    c.check = check_training_rates(c.table);
+    return c;
+  }();
+  return t;
+}
+
+// Card i's training speed, and the time and rent of the whole run where it fits and --tokens is
+// given.
+struct CardSpeed {
+  double tokens_per_s_per_gpu = 0;
+  std::optional<double> seconds, usd;
+};
+
+std::optional<CardSpeed> speed_of(const FinetuneAnswer& a, std::size_t i) {
+  if (!a.rates[i] || !(a.flops.hardware > 0)) return std::nullopt;
+  CardSpeed c;
+  c.tokens_per_s_per_gpu = a.rates[i]->flops_per_s / a.flops.hardware;
+  if (a.tokens && a.fits[i].fits) {
+    c.seconds = *a.tokens / (c.tokens_per_s_per_gpu * a.setup.gpus);
+    if (const CardPrice* p = a.prices.find(a.cards[i].name)) c.usd = *c.seconds / 3600 * p->rent.value * a.setup.gpus;
+  }
+  return c;
+}
+
+std::string duration_text(double s) {
+  if (s < 3600) return fmt("%.0f min", s / 60);
+  if (s < 2 * 86400) return fmt("%.1f h", s / 3600);
+  return fmt("%.1f days", s / 86400);
+}
+
+// The speed table: per card the rate it trains at, where that comes from, and with --tokens the
+// run's time and rent.
+void print_training_speed(std::ostream& os, const FinetuneAnswer& a) {
+  const FinetuneSetup& s = a.setup;
+  os << "\n  training speed: " << fmt("%.1f", a.flops.hardware / 1e9) << " GFLOP per trained token ("
+     << (s.adapters() ? "2 x matmuls + 3 x attention + 3 x adapters: the frozen base has no weight gradients"
+                      : "3 x (matmuls + attention): forward, input and weight gradients")
+     << (s.gradient_checkpointing ? ", + a recomputed forward" : "") << ")";
+  if (a.tokens) os << "; " << fmt("%.3g", *a.tokens) << " tokens on " << s.gpus << " GPU" << (s.gpus > 1 ? "s" : "");
+  os << "\n";
+  TextTable t({"card", "HFU", "TFLOP/s", "tokens/s/GPU", "time", "$ total", "rate from"});
+  for (std::size_t i = 0; i < a.cards.size(); ++i) {
+    const auto speed = speed_of(a, i);
+    if (!speed) {
+      t.row({a.cards[i].name, "-", "-", "-", "-", "-", "no 16-bit tensor peak: not estimated"});
+      continue;
+    }
+    const TrainingRate& r = *a.rates[i];
+    t.row({a.cards[i].name, fmt("%.1f%%", 100 * r.hfu), fmt("%.0f", r.flops_per_s / 1e12),
+           fmt("%.0f", speed->tokens_per_s_per_gpu),
+           speed->seconds ? duration_text(*speed->seconds) : (a.tokens ? "does not fit" : "-"),
+           speed->usd ? fmt("%.0f", *speed->usd) : "-", r.basis});
+  }
+  t.print(os);
+  os << "  rates: the hardware FLOP utilisation of the nearest measured training run (model size, sequence "
+        "length, checkpointing) in calibration/training/llm-foundry.csv (MosaicML llm-foundry, FSDP on 8-512 "
+        "GPUs); cards without runs borrow the other cards' (assumed). Out of sample (each of the "
+     << a.check.runs << " runs predicted without it): a measured card's rate for a model size it has no run of is off by "
+     << fmt("%.0f%%", 100 * a.check.model_out_median) << " (median; p90 " << fmt("%.0f%%", 100 * a.check.model_out_p90)
+     << "), a borrowed rate by " << fmt("%.0f%%", 100 * a.check.card_out_median) << " (median; "
+     << fmt("%.0f%%", 100 * a.check.card_out_worst_median) << " for " << a.check.worst_card << " left out)";
+  if (s.adapters()) os << "; LoRA and QLoRA assumed to train at full fine-tuning's rate (optimistic: small adapter "
+                          "matmuls" << (s.method == FinetuneMethod::kQlora ? ", NF4 dequantisation" : "") << ")";
+  if (!a.tokens) os << "; --tokens N gives each run's time and cost";
+  os << "\n";
+}
+
 }  // namespace
 
 FinetuneAnswer answer_finetune(const FinetuneRequest& o) {
@@ -63,6 +140,9 @@ FinetuneAnswer answer_finetune(const FinetuneRequest& o) {
   s.flash_attention = o.flash_attention;
   s.gpus = o.gpus;
   s.validate();
+  if (o.tokens && !(std::isfinite(*o.tokens) && *o.tokens >= 1 && *o.tokens <= 1e14)) {
+    throw Error("--tokens: " + fmt("%g", *o.tokens) + " is not a token count in 1..1e14 (dataset tokens x epochs)");
+  }
   a.model = models().find(o.model);
   a.cards = chosen_cards(o);
   a.prices = load_prices_with_overrides(
@@ -72,6 +152,14 @@ FinetuneAnswer answer_finetune(const FinetuneRequest& o) {
   a.memory = plan_finetune(a.model, s, a.cards.front());
   for (const Card& c : a.cards) a.fits.push_back(fit_finetune(a.model, s, c));
   a.fits_any = std::any_of(a.fits.begin(), a.fits.end(), [](const FinetuneFit& f) { return f.fits; });
+  a.table = &training_table().table;
+  a.check = training_table().check;
+  a.tokens = o.tokens;
+  a.flops = training_flops_per_token(a.model, s, a.memory.adapter_params);
+  for (const Card& c : a.cards) {
+    a.rates.push_back(training_rate(*a.table, c, static_cast<double>(a.model.active_params()),
+                                    static_cast<double>(s.seq_len), s.gradient_checkpointing));
+  }
   return a;
 }
 
@@ -115,10 +203,36 @@ nlohmann::json finetune_json(const FinetuneAnswer& a) {
                          {"zero3_gpus_needed", f.gpus_needed > 0 ? nlohmann::json(f.gpus_needed)
                                                                  : nlohmann::json(nullptr)}};
     cj["usd_per_hour"] = p ? nlohmann::json(p->rent.value * s.gpus) : nlohmann::json(nullptr);
+    nlohmann::json tj = nullptr;
+    if (const auto speed = speed_of(a, i)) {
+      const TrainingRate& r = *a.rates[i];
+      const auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+      tj = {{"hfu", r.hfu},
+            {"peak_flops_per_s", r.peak},
+            {"achieved_flops_per_s", r.flops_per_s},
+            {"measured", r.measured},
+            {"basis", r.basis},
+            {"tokens_per_s_per_gpu", speed->tokens_per_s_per_gpu},
+            {"seconds", optional(speed->seconds)},
+            {"usd", optional(speed->usd)}};
+    }
+    cj["training"] = tj;
     cards_json.push_back(cj);
   }
   j["cards"] = cards_json;
   j["fits_any"] = a.fits_any;
+  j["training"] = {{"forward_flops_per_token", a.flops.forward},
+                   {"flops_per_token", a.flops.hardware},
+                   {"tokens", a.tokens ? nlohmann::json(*a.tokens) : nlohmann::json(nullptr)},
+                   {"table", "calibration/training/llm-foundry.csv"},
+                   {"source", a.table ? a.table->source : ""},
+                   {"out_of_sample",
+                    {{"runs", a.check.runs},
+                     {"model_out_median_error", a.check.model_out_median},
+                     {"model_out_p90_error", a.check.model_out_p90},
+                     {"card_out_median_error", a.check.card_out_median},
+                     {"card_out_worst_median_error", a.check.card_out_worst_median},
+                     {"card_out_worst_card", a.check.worst_card}}}};
   return j;
 }
 
@@ -221,6 +335,7 @@ void print_finetune(std::ostream& os, const FinetuneAnswer& a) {
   }
   os << "  usable = what the driver lets a process allocate (torch total_memory); the "
         "batch is per GPU\n";
+  print_training_speed(os, a);
 }
 
 }  // namespace capsim::answers

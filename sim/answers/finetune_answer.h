@@ -13,6 +13,7 @@
 #include "sim/hardware/card.h"
 #include "sim/llm/model_spec.h"
 #include "sim/plan/finetune.h"
+#include "sim/plan/training_speed.h"
 #include "sim/plan/prices.h"
 
 namespace capsim::answers {
@@ -31,6 +32,8 @@ struct FinetuneRequest {
   int gpus = 1;
   std::vector<std::string> price_overrides;  // "h100-sxm=2.49"
   std::string prices_file;                   // empty: calibration/prices.yaml of the data root
+  // Tokens to train on (dataset tokens x epochs): the time and cost of the whole run per card.
+  std::optional<double> tokens;
 };
 
 struct FinetuneAnswer {
@@ -41,6 +44,13 @@ struct FinetuneAnswer {
   std::vector<FinetuneFit> fits;  // one per card
   bool fits_any = false;        // the CLI's exit status 0, else 1
   PriceBook prices;
+  // Training speed (docs/beyond-llm.md#training-speed): FLOPs per trained token, and per card
+  // (as `cards`) the rate measured runs give it; none for a CPU card.
+  TrainingFlops flops;
+  std::vector<std::optional<TrainingRate>> rates;
+  std::optional<double> tokens;
+  const TrainingTable* table = nullptr;  // the process's table (lives as long as the process)
+  TrainingRateCheck check;               // how sure the rates are, out of sample
 };
 
 // Throws capsim::Error naming the flag for bad input.

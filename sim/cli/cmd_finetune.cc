@@ -28,7 +28,7 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<FinetuneOptions>();
   answers::FinetuneRequest* o = &opts->request;
   CLI::App* cmd = app.add_subcommand(
-      "finetune", "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card");
+      "finetune", "does fine-tuning fit (full, LoRA, QLoRA): memory per GPU by term, per card; training speed, time and cost");
   cmd->footer(
       "examples:\n"
       "  capsim finetune --model llama-2-13b                              # full, AdamW: ~208 GB "
@@ -36,6 +36,7 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
       "  capsim finetune --model llama-2-13b --method qlora --cards rtx-4090,l4,t4\n"
       "  capsim finetune --model llama-2-13b --gpus 4 --cards a100-80gb-sxm "
       "--gradient-checkpointing\n"
+      "  capsim finetune --model llama-2-7b --method lora --cards a100-80gb-sxm,h100-sxm --tokens 1e9\n"
       "exit status: 0 fits on at least one card, 1 fits on none, 2 bad input");
   cmd->add_option(
          "--model,-m", o->model,
@@ -61,6 +62,8 @@ void add_finetune_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--price", o->price_overrides,
                   "override a rent: CARD=USD_PER_HOUR (per GPU), e.g. h100-sxm=2.49; repeatable");
   cmd->add_option("--prices", o->prices_file, "price file (default calibration/prices.yaml)");
+  cmd->add_option("--tokens", o->tokens,
+                  "tokens to train on (dataset tokens x epochs): each card's time and cost for the whole run");
   cmd->add_option("--json", opts->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->callback([opts, &exit_code] { exit_code = run_finetune(*opts); });
 }

@@ -164,7 +164,8 @@ Job prepare_batch_serve(const nlohmann::json& body, const Limits& limits) {
 }
 
 const std::vector<std::string> kFinetuneFields = {"model", "method", "optimizer", "batch", "seq_len", "lora_rank",
-                                                  "gradient_checkpointing", "flash_attention", "cards", "gpus", "price"};
+                                                  "gradient_checkpointing", "flash_attention", "cards", "gpus", "price",
+                                                  "tokens"};
 
 Job prepare_finetune(const nlohmann::json& body, const Limits&) {
   const std::vector<std::string>& fields = kFinetuneFields;
@@ -188,6 +189,7 @@ Job prepare_finetune(const nlohmann::json& body, const Limits&) {
   }
   if (body.contains("gpus")) r.gpus = whole_field<int>(body["gpus"], "gpus");
   if (body.contains("price")) r.price_overrides = price_overrides(body["price"], "price");
+  if (body.contains("tokens")) r.tokens = number<double>(body["tokens"], "tokens", -1e300, 1e300);
   // Arithmetic only (microseconds): answered here, so every refusal comes before the queue.
   std::string answer;
   try {

@@ -87,6 +87,42 @@ TEST_CASE("cli: finetune bad input is pinned", "[cli]") {
   CHECK(r.err.rfind("capsim: error: --cards: unknown card 'h100x'; did you mean: ", 0) == 0);
 }
 
+TEST_CASE("cli: finetune --tokens gives each card's training time and rent from its measured rate", "[cli][training]") {
+  // Llama-2-7B, full, 2048 tokens, 8 x A100 80GB: 3 x (13,214,154,752 + 1,073,741,824) = 42,863,689,728
+  // FLOPs per token (tests/plan/training_speed_test.cc); the nearest A100 80GB run without
+  // checkpointing is MPT-7B at 2048 tokens, HFU 64.23% of 312 TFLOP/s = 200.4 TFLOP/s: 4675 tokens/s
+  // per GPU (the run itself measured 4641 for MPT-7B's own FLOPs).
+  const Result r = run_capsim("finetune --model llama-2-7b --seq-len 2048 --gpus 8 --cards a100-80gb-sxm,l4 "
+                              "--price a100-80gb-sxm=1.5 --tokens 1e9 --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const double flops = j["training"]["flops_per_token"].get<double>();
+  CHECK(flops == Approx(3 * (13'214'154'752.0 + 1'073'741'824.0)).epsilon(1e-12));
+  CHECK(j["training"]["tokens"] == 1e9);
+  const nlohmann::json& a100 = j["cards"][0]["training"];
+  CHECK(a100["measured"] == true);
+  CHECK(a100["basis"] == "measured: mpt-7b at 2048 tokens on a100-80gb-sxm");
+  CHECK(a100["hfu"].get<double>() == Approx(0.6423).epsilon(1e-12));
+  const double tps = 0.6423 * 312e12 / flops;
+  CHECK(a100["tokens_per_s_per_gpu"].get<double>() == Approx(tps).epsilon(1e-9));
+  // 1e9 tokens over 8 GPUs, and 8 x $1.50 an hour for that long.
+  CHECK(a100["seconds"].get<double>() == Approx(1e9 / (8 * tps)).epsilon(1e-9));
+  CHECK(a100["usd"].get<double>() == Approx(1e9 / (8 * tps) / 3600 * 8 * 1.5).epsilon(1e-9));
+  // The L4 has no measured run: its rate is borrowed and says so.
+  CHECK(j["cards"][1]["training"]["measured"] == false);
+  CHECK(j["cards"][1]["training"]["basis"].get<std::string>().rfind("assumed: no training run measured on l4", 0) == 0);
+  CHECK(j["training"]["out_of_sample"]["runs"] == 209);
+  // The text says the same.
+  const Result text = run_capsim("finetune --model llama-2-7b --seq-len 2048 --gpus 8 --cards a100-80gb-sxm "
+                                 "--price a100-80gb-sxm=1.5 --tokens 1e9");
+  CHECK(contains(text.out, "training speed: 42.9 GFLOP per trained token"));
+  CHECK(contains(text.out, "measured: mpt-7b at 2048 tokens on a100-80gb-sxm"));
+  const Result bad = run_capsim("finetune --tokens 0");
+  CHECK(bad.status == 2);
+  CHECK(bad.err == "capsim: error: --tokens: 0 is not a token count in 1..1e14 (dataset tokens x epochs)\n");
+}
+
 TEST_CASE("cli: batch-serve one item alone takes one batch of one, worked by hand", "[cli]") {
   // 1 TFLOP per item, 1 GB of weights, fp16 on a T4, 1 ms overhead (the default):
   // sqrt(27.972028^2 + 4.166667^2) + 1 = 29.280655 ms (tests/batchserve/batch_server_test.cc).

@@ -60,8 +60,10 @@ TEST_CASE("server and CLI: POST /v1/batch-serve gives `capsim batch-serve --json
 
 TEST_CASE("server and CLI: POST /v1/finetune gives `capsim finetune --json -`'s bytes", "[answers][server]") {
   const std::string api =
-      answer(Endpoint::kFinetune, {{"model", "llama-2-13b"}, {"method", "qlora"}, {"cards", {"rtx-4090", "l4", "t4"}}});
-  const auto cli = capsim_test::run_capsim("finetune --model llama-2-13b --method qlora --cards rtx-4090,l4,t4 --json -");
+      answer(Endpoint::kFinetune, {{"model", "llama-2-13b"}, {"method", "qlora"}, {"cards", {"rtx-4090", "l4", "t4"}},
+                                   {"tokens", 5e8}});
+  const auto cli =
+      capsim_test::run_capsim("finetune --model llama-2-13b --method qlora --cards rtx-4090,l4,t4 --tokens 5e8 --json -");
   INFO(cli.err);
   REQUIRE(cli.status == 0);
   CHECK(api == cli.out);
@@ -71,6 +73,8 @@ TEST_CASE("server and CLI: POST /v1/finetune gives `capsim finetune --json -`'s 
   CHECK(j["cards"][0]["card"] == "rtx-4090");
   CHECK(j["cards"][0]["fits"] == true);
   CHECK(j["fits_any"] == true);
+  CHECK(j["training"]["tokens"] == 5e8);
+  CHECK(j["cards"][0]["training"]["seconds"].get<double>() > 0);
 }
 
 TEST_CASE("server and CLI: POST /v1/calibrate fits the profile the body carries as `capsim calibrate fit` does",
