@@ -67,12 +67,13 @@ def main():
         sys.exit(f"{path}: no BF16 table found")
     out = sys.stdout
     out.write("# capsim training-throughput table: 1\n")
-    out.write("# what: measured MPT training runs (Composer, FSDP, bf16), one row per model size x sequence\n")
-    out.write("#   length x GPU count; mfu and hfu in percent of the GPU's dense bf16 peak (312 TFLOP/s A100,\n")
-    out.write("#   989 TFLOP/s H100); hfu counts the recomputed forward pass of activation checkpointing\n")
+    out.write("# what: measured MPT training runs (Composer, FSDP, bf16), one row per model size x sequence "
+              "length x GPU count\n")
+    out.write("# units: mfu_percent and hfu_percent of the GPU's dense bf16 peak (312 TFLOP/s A100, 989 TFLOP/s "
+              "H100); hfu counts the recomputed forward pass of activation checkpointing\n")
     out.write(f"# source: github.com/mosaicml/llm-foundry@{commit} scripts/train/benchmarking/README.md\n")
-    out.write("#   (tables 'H100 80GB BF16 (Large Scale, >= 128 GPUs)', 'H100 80GB BF16', 'A100 80GB with\n")
-    out.write("#   1600 Gbps node-node interconnect (RoCE)', 'A100 40GB with 1600 Gbps ...'; FP8 left out)\n")
+    out.write("# tables: H100 80GB BF16 (Large Scale, >= 128 GPUs); H100 80GB BF16; A100 80GB with 1600 Gbps "
+              "node-node interconnect (RoCE); A100 40GB with 1600 Gbps node-node interconnect (RoCE). FP8 left out\n")
     out.write("# licence: Apache-2.0\n")
     out.write("# imported by: scripts/import_training_throughput.py\n")
     out.write("card,model,params,seq_len,gpus,mfu_percent,hfu_percent,activation_checkpointing,tokens_per_s_per_gpu\n")

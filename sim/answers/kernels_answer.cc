@@ -8,6 +8,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/roofline_cost.h"
+#include "sim/hardware/kernel_table_text.h"
 #include "sim/hardware/measured_kernels.h"
 #include "sim/scenario/catalogues.h"
 
@@ -18,17 +19,6 @@ std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
-}
-
-std::vector<std::string> cells_of(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string c;
-  while (std::getline(ss, c, ',')) {
-    while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
-    out.push_back(c);
-  }
-  return out;
 }
 
 // The times of every shape of `csv`, as CSV text in microseconds and as JSON rows; throws on the
@@ -44,7 +34,8 @@ void time_shapes(const MeasuredGemmTable& table, const GemmRoofline& roofline, c
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
-    const auto cells = cells_of(line);
+    std::vector<std::string> cells;
+    kernel_table::split_commas(line, cells);
     if (header.empty()) {
       header = cells;
       for (int i = 0; i < static_cast<int>(cells.size()); ++i) {

@@ -1,6 +1,8 @@
-// What the measured-kernel table readers (measured_kernels.cc, measured_attention.cc,
-// measured_moe.cc, measured_allreduce.cc) share: the file's line structure, its provenance
-// header, number cells and placing a value between two measured points. Internal to sim/hardware/.
+// What the measured-table readers share: the file's line structure, its provenance header, number
+// cells and placing a value between two measured points. The measured-kernel tables
+// (measured_kernels.cc, measured_attention.cc, measured_moe.cc, measured_allreduce.cc), the
+// training runs (sim/plan/training_speed.cc) and the shapes `capsim kernels` times
+// (sim/answers/kernels_answer.cc) read with it.
 #pragma once
 
 #include <algorithm>
@@ -73,11 +75,12 @@ inline std::map<std::string, std::string> scan_table(
     const std::string& path,
     const std::function<void(int line_no, const std::vector<std::string>& columns, const std::string& line,
                              const std::map<std::string, std::string>& meta)>& on_columns,
-    const std::function<void(int line_no, const std::vector<std::string>& cells, const std::string& line)>& on_row) {
+    const std::function<void(int line_no, const std::vector<std::string>& cells, const std::string& line)>& on_row,
+    const std::string& what = "measured-kernel table") {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the measured-kernel table");
+  if (!in) throw Error(path + ": cannot read the " + what);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw Error(path + ": cannot read the measured-kernel table");
+  if (in.bad()) throw Error(path + ": cannot read the " + what);
   std::map<std::string, std::string> meta;
   std::vector<std::string> columns, cells;
   std::string s;

@@ -2,36 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "sim/core/error.h"
-#include "sim/core/input_limits.h"
 #include "sim/core/yaml_fields.h"
+#include "sim/hardware/kernel_table_text.h"
 
 namespace capsim {
 namespace {
 
 const std::vector<std::string> kColumns = {"card", "model", "params", "seq_len", "gpus", "mfu_percent",
                                            "hfu_percent", "activation_checkpointing", "tokens_per_s_per_gpu"};
-
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string c;
-  while (std::getline(ss, c, ',')) {
-    while (!c.empty() && (c.back() == '\r' || c.back() == ' ')) c.pop_back();
-    out.push_back(c);
-  }
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
-
-std::string after(const std::string& line, const std::string& key) {
-  std::string v = line.substr(key.size());
-  while (!v.empty() && (v.front() == ' ')) v.erase(v.begin());
-  while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
-  return v;
-}
 
 double in_range(const std::string& text, const std::string& where, double lo, double hi) {
   const double v = parse_number(text, where);
@@ -52,51 +34,34 @@ double median(std::vector<double> v) {
 }  // namespace
 
 TrainingTable load_training_table(const std::string& path) {
-  const std::string text = read_input_file(path, "training-throughput table");
   TrainingTable t;
   t.file = path;
-  std::istringstream in(text);
-  std::string line;
-  int line_no = 0;
-  bool header = false;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty() || line == "\r") continue;
-    if (line[0] == '#') {
-      if (line.rfind("# source:", 0) == 0) t.source = after(line, "# source:");
-      if (line.rfind("# licence:", 0) == 0) t.licence = after(line, "# licence:");
-      continue;
-    }
-    const std::string where = path + ":" + std::to_string(line_no);
-    const std::vector<std::string> c = split(line);
-    if (!header) {
-      if (c != kColumns) {
-        std::string want;
-        for (const auto& k : kColumns) want += (want.empty() ? "" : ",") + k;
-        throw Error(where + ": the header must be " + want);
-      }
-      header = true;
-      continue;
-    }
-    if (c.size() != kColumns.size()) {
-      throw Error(where + ": " + std::to_string(c.size()) + " columns; the header has " +
-                  std::to_string(kColumns.size()));
-    }
-    TrainingRun r;
-    r.card = c[0];
-    r.model = c[1];
-    if (r.card.empty()) throw Error(where + ": card: empty");
-    r.params = in_range(c[2], where + ": params", 1e6, 1e13);
-    r.seq_len = in_range(c[3], where + ": seq_len", 1, 1e7);
-    r.gpus = static_cast<int>(in_range(c[4], where + ": gpus", 1, 1e6));
-    r.mfu = in_range(c[5], where + ": mfu_percent", 0.1, 100) / 100;
-    r.hfu = in_range(c[6], where + ": hfu_percent", 0.1, 100) / 100;
-    if (c[7] != "0" && c[7] != "1") throw Error(where + ": activation_checkpointing: '" + c[7] + "' is not 0 or 1");
-    r.checkpointing = c[7] == "1";
-    r.tokens_per_s_per_gpu = in_range(c[8], where + ": tokens_per_s_per_gpu", 0, 1e9);
-    t.runs.push_back(std::move(r));
-  }
-  if (!header) throw Error(path + ": no header line (a training-throughput table starts with its columns)");
+  const auto where = [&](int line_no) { return path + ":" + std::to_string(line_no); };
+  const std::map<std::string, std::string> meta = kernel_table::scan_table(
+      path,
+      [&](int line_no, const std::vector<std::string>& columns, const std::string&,
+          const std::map<std::string, std::string>&) {
+        if (columns != kColumns) throw Error(where(line_no) + ": the header must be " + kernel_table::joined(kColumns));
+      },
+      [&](int line_no, const std::vector<std::string>& c, const std::string&) {
+        const std::string at = where(line_no);
+        TrainingRun r;
+        r.card = c[0];
+        r.model = c[1];
+        if (r.card.empty()) throw Error(at + ": card: empty");
+        r.params = in_range(c[2], at + ": params", 1e6, 1e13);
+        r.seq_len = in_range(c[3], at + ": seq_len", 1, 1e7);
+        r.gpus = static_cast<int>(in_range(c[4], at + ": gpus", 1, 1e6));
+        r.mfu = in_range(c[5], at + ": mfu_percent", 0.1, 100) / 100;
+        r.hfu = in_range(c[6], at + ": hfu_percent", 0.1, 100) / 100;
+        if (c[7] != "0" && c[7] != "1") throw Error(at + ": activation_checkpointing: '" + c[7] + "' is not 0 or 1");
+        r.checkpointing = c[7] == "1";
+        r.tokens_per_s_per_gpu = in_range(c[8], at + ": tokens_per_s_per_gpu", 0, 1e9);
+        t.runs.push_back(std::move(r));
+      },
+      "training-throughput table");
+  if (const auto it = meta.find("source"); it != meta.end()) t.source = it->second;
+  if (const auto it = meta.find("licence"); it != meta.end()) t.licence = it->second;
   if (t.runs.empty()) throw Error(path + ": no runs");
   if (t.source.empty()) throw Error(path + ": no '# source:' line; every table names where it comes from");
   return t;

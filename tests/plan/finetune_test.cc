@@ -15,24 +15,17 @@
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
 #include "sim/llm/model_spec.h"
+#include "tests/support/error_message.h"
 #include "tests/support/catalogues.h"
 
 using namespace capsim;
+using capsim_test::message_of;
 
 namespace {
 
 constexpr auto& catalogue = capsim_test::card_catalogue;
 
 ModelSpec model(const std::string& name) { return capsim_test::model_catalogue().find(name); }
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 constexpr double kP = 13'015'864'320.0;
 constexpr double kQ = 12'687'769'600.0;

@@ -13,10 +13,12 @@
 
 #include "sim/core/error.h"
 #include "sim/hardware/card.h"
+#include "tests/support/error_message.h"
 #include "tests/support/catalogues.h"
 #include "tests/support/temp_dir.h"
 
 using namespace capsim;
+using capsim_test::message_of;
 
 namespace {
 
@@ -40,15 +42,6 @@ const char* const kHeader =
     "references:\n"
     "  r: \"a citation\"\n"
     "electricity_usd_per_kwh: {value: 0.10, source: r, date: \"2024-01\"}\n";
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 }  // namespace
 

@@ -15,10 +15,12 @@
 #include <string>
 
 #include "sim/core/error.h"
+#include "tests/support/error_message.h"
 #include "tests/support/catalogues.h"
 #include "tests/support/temp_dir.h"
 
 using namespace capsim;
+using capsim_test::message_of;
 
 namespace {
 
@@ -28,15 +30,6 @@ constexpr double kAttention2048 = 1'073'741'824.0;
 const TrainingTable& repo_table() {
   static const TrainingTable t = load_training_table(std::string(CAPSIM_DATA_DIR) + "/calibration/training/llm-foundry.csv");
   return t;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 const char* const kHeader =
@@ -125,13 +118,13 @@ TEST_CASE("a bad training-throughput table is refused by file, line and column",
   capsim_test::TempDir dir("training-bad");
   const std::string header_only = std::string(kHeader);
   CHECK(message_of([&] { load_training_table(dir.write("a.csv", "card,model\nx,y\n")); })
-            .find("a.csv:1: the header must be card,model,params,seq_len,gpus,mfu_percent") != std::string::npos);
+            .find("a.csv:1: the header must be card, model, params, seq_len, gpus, mfu_percent") != std::string::npos);
   CHECK(message_of([&] { load_training_table(dir.write("b.csv", header_only + "h,m,1e9,2048,8,50,50,yes,1\n")); })
             .find("b.csv:3: activation_checkpointing: 'yes' is not 0 or 1") != std::string::npos);
   CHECK(message_of([&] { load_training_table(dir.write("c.csv", header_only + "h,m,1e9,2048,8,150,50,0,1\n")); })
             .find("c.csv:3: mfu_percent: 150 is not in 0.1..100") != std::string::npos);
   CHECK(message_of([&] { load_training_table(dir.write("d.csv", header_only + "h,m,1e9,2048\n")); })
-            .find("d.csv:3: 4 columns; the header has 9") != std::string::npos);
+            .find("d.csv:3: 4 values, the header has 9") != std::string::npos);
   CHECK(message_of([&] {
           load_training_table(dir.write("e.csv", "card,model,params,seq_len,gpus,mfu_percent,hfu_percent,"
                                                  "activation_checkpointing,tokens_per_s_per_gpu\nh,m,1e9,2048,8,50,50,0,1\n"));
