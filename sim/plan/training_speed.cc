@@ -68,7 +68,9 @@ TrainingTable load_training_table(const std::string& path) {
 }
 
 TrainingFlops training_flops_per_token(const ModelSpec& m, const FinetuneSetup& s, std::int64_t adapter_params) {
-  const double matmul = m.linear_flops_per_token() + 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  // A decoder's LM head runs on every trained token; an encoder's task head is a few outputs.
+  const double head = m.encoder_only ? 0.0 : 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  const double matmul = m.linear_flops_per_token() + head;
   const double attention = m.attention_flops_per_token(static_cast<double>(s.seq_len));
   const double adapters = 2.0 * static_cast<double>(s.adapters() ? adapter_params : 0);
   TrainingFlops f;

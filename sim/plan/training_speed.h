@@ -41,7 +41,7 @@ struct TrainingTable {
 TrainingTable load_training_table(const std::string& path);
 
 // Hardware FLOPs of one trained token of a `seq_len`-token sequence: the forward pass's matmuls
-// (every layer's linear layers at the experts a token uses, and the LM head) M, attention over the
+// (every layer's linear layers at the experts a token uses, and a decoder's LM head) M, attention over the
 // whole sequence A (as llm-foundry counts it: 4 x heads x head_dim x seq_len per layer) and the
 // adapters' 2 x adapter_params; full fine-tuning runs 3 (M + A) (forward, input gradients, weight
 // gradients); LoRA and QLoRA 2 M + 3 A + 6 adapter_params (a frozen base has no weight

@@ -57,6 +57,14 @@ TEST_CASE("training FLOPs per token: full 3 x, LoRA 2 x matmuls, checkpointing o
   const TrainingFlops lora = training_flops_per_token(m, s, adapters);
   CHECK(lora.forward == Approx(kMatmul + kAttention2048 + 2.0 * adapters).epsilon(1e-12));
   CHECK(lora.hardware == Approx(2 * kMatmul + 3 * kAttention2048 + 6.0 * adapters).epsilon(1e-12));
+  // An encoder has no LM head over its vocabulary: BERT-base (hidden 768, 12 layers, 12 heads of
+  // 64, intermediate 3072, biases on every linear layer) at 512 tokens:
+  // 2 x 12 x (4 x 768^2 + 4 x 768 + 2 x 768 x 3072 + 3072 + 768) = 170,035,200 matmul FLOPs and
+  // 4 x 12 x 64 x 512 x 12 = 18,874,368 of attention per token; full fine-tuning 3 x their sum.
+  const ModelSpec bert = capsim_test::model_catalogue().find("bert-base-uncased");
+  FinetuneSetup b;
+  b.seq_len = 512;
+  CHECK(training_flops_per_token(bert, b, 0).hardware == Approx(3 * (170'035'200.0 + 18'874'368.0)).epsilon(1e-12));
 }
 
 TEST_CASE("training rate: the nearest measured run of the card, its HFU times the card's bf16 peak", "[finetune][training]") {
