@@ -139,7 +139,7 @@ std::optional<TrainingRate> training_rate(const TrainingTable& t, const Card& ca
   r.hfu = n.hfu;
   r.flops_per_s = r.hfu * r.peak;
   std::ostringstream b;
-  b << (r.measured ? "measured: " : "assumed: no training run measured on " + card.name + "; ") << r.nearest->model
+  b << (r.measured ? "measured: " : "assumed: ") << r.nearest->model
     << " at " << static_cast<long long>(r.nearest->seq_len) << " tokens on ";
   for (std::size_t i = 0; i < cards.size(); ++i) b << (i ? i + 1 == cards.size() ? " and " : ", " : "") << cards[i];
   b << (r.nearest->checkpointing ? ", checkpointed" : "");

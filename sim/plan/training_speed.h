@@ -59,7 +59,9 @@ struct TrainingRate {
   bool measured = false;     // from this card's own runs
   const TrainingRun* nearest = nullptr;  // one row the rate came from (of the median's ties, the first)
   int ties = 0;              // rows at the nearest distance (their median HFU is the rate)
-  std::string basis;         // "measured: ..." or "assumed: ..." in words
+  // In words: "measured: mpt-13b at 2048 tokens on h100-sxm (median of 4 runs)", or "assumed: ..."
+  // naming the other cards' runs a card without runs borrows.
+  std::string basis;
 };
 
 // None for a card without a 16-bit tensor peak (a CPU). `params`: the parameters one token uses.

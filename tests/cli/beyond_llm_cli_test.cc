@@ -111,7 +111,7 @@ TEST_CASE("cli: finetune --tokens gives each card's training time and rent from 
   CHECK(a100["usd"].get<double>() == Approx(1e9 / (8 * tps) / 3600 * 8 * 1.5).epsilon(1e-9));
   // The L4 has no measured run: its rate is borrowed and says so.
   CHECK(j["cards"][1]["training"]["measured"] == false);
-  CHECK(j["cards"][1]["training"]["basis"].get<std::string>().rfind("assumed: no training run measured on l4", 0) == 0);
+  CHECK(j["cards"][1]["training"]["basis"].get<std::string>().rfind("assumed: mpt-7b at 2048 tokens on ", 0) == 0);
   CHECK(j["training"]["out_of_sample"]["runs"] == 209);
   // The text says the same.
   const Result text = run_capsim("finetune --model llama-2-7b --seq-len 2048 --gpus 8 --cards a100-80gb-sxm "
