@@ -68,6 +68,7 @@ const CheckedTable& training_table() {
 // Card i's training speed, and the time and rent of the whole run where it fits and --tokens is
 // given.
 struct CardSpeed {
+  TrainingStep step;
   double tokens_per_s_per_gpu = 0;
   std::optional<double> seconds, usd;
 };
@@ -75,7 +76,9 @@ struct CardSpeed {
 std::optional<CardSpeed> speed_of(const FinetuneAnswer& a, std::size_t i) {
   if (!a.rates[i] || !(a.flops.hardware > 0)) return std::nullopt;
   CardSpeed c;
-  c.tokens_per_s_per_gpu = a.rates[i]->flops_per_s / a.flops.hardware;
+  // The memory plan's weights are one GPU's shard (ZeRO-3 divides them by gpus).
+  c.step = training_step(a.cards[i], a.setup, a.flops, *a.rates[i], a.memory.weights * a.setup.gpus);
+  c.tokens_per_s_per_gpu = c.step.tokens_per_s_per_gpu();
   if (a.tokens && a.fits[i].fits) {
     c.seconds = *a.tokens / (c.tokens_per_s_per_gpu * a.setup.gpus);
     if (const CardPrice* p = a.prices.find(a.cards[i].name)) c.usd = *c.seconds / 3600 * p->rent.value * a.setup.gpus;
@@ -99,16 +102,19 @@ void print_training_speed(std::ostream& os, const FinetuneAnswer& a) {
      << (s.gradient_checkpointing ? ", + a recomputed forward" : "") << ")";
   if (a.tokens) os << "; " << fmt("%.3g", *a.tokens) << " tokens on " << s.gpus << " GPU" << (s.gpus > 1 ? "s" : "");
   os << "\n";
-  TextTable t({"card", "HFU", "TFLOP/s", "tokens/s/GPU", "time", "$ total", "rate from"});
+  TextTable t({"card", "HFU", "TFLOP/s", "tokens/s/GPU", "bound", "time", "$ total", "rate from"});
   for (std::size_t i = 0; i < a.cards.size(); ++i) {
     const auto speed = speed_of(a, i);
     if (!speed) {
-      t.row({a.cards[i].name, "-", "-", "-", "-", "-", "no 16-bit tensor peak: not estimated"});
+      t.row({a.cards[i].name, "-", "-", "-", "-", "-", "-", "no 16-bit tensor peak: not estimated"});
       continue;
     }
     const TrainingRate& r = *a.rates[i];
     t.row({a.cards[i].name, fmt("%.1f%%", 100 * r.hfu), fmt("%.0f", r.flops_per_s / 1e12),
            fmt("%.0f", speed->tokens_per_s_per_gpu),
+           speed->step.link_bound()
+               ? speed->step.link + ", GPUs " + fmt("%.0f%%", 100 * speed->step.compute_s / speed->step.comm_s) + " busy"
+               : std::string("compute"),
            speed->seconds ? duration_text(*speed->seconds) : (a.tokens ? "does not fit" : "-"),
            speed->usd ? fmt("%.0f", *speed->usd) : "-", r.basis});
   }
@@ -122,6 +128,12 @@ void print_training_speed(std::ostream& os, const FinetuneAnswer& a) {
      << fmt("%.0f%%", 100 * a.check.card_out_worst_median) << " for " << a.check.worst_card << " left out)";
   if (s.adapters()) os << "; LoRA and QLoRA assumed to train at full fine-tuning's rate (optimistic: small adapter "
                           "matmuls" << (s.method == FinetuneMethod::kQlora ? ", NF4 dequantisation" : "") << ")";
+  if (s.gpus > 1) {
+    os << "; with " << s.gpus << " GPUs each step also moves the model's weights " << (s.adapters() ? "2" : "3")
+       << " times over the ring's slowest link (ZeRO-3/FSDP: gathers for the forward and backward pass"
+       << (s.adapters() ? "" : ", the gradients' reduce-scatter") << "), overlapped with compute; 'bound' says which "
+       << "takes longer (a larger --batch hides the link)";
+  }
   if (!a.tokens) os << "; --tokens N gives each run's time and cost";
   os << "\n";
 }
@@ -213,6 +225,12 @@ nlohmann::json finetune_json(const FinetuneAnswer& a) {
             {"measured", r.measured},
             {"basis", r.basis},
             {"tokens_per_s_per_gpu", speed->tokens_per_s_per_gpu},
+            {"step",
+             {{"tokens", speed->step.tokens},
+              {"compute_seconds", speed->step.compute_s},
+              {"communication_seconds", speed->step.comm_s},
+              {"link", speed->step.link.empty() ? nlohmann::json(nullptr) : nlohmann::json(speed->step.link)},
+              {"bound", speed->step.link_bound() ? "link" : "compute"}}},
             {"seconds", optional(speed->seconds)},
             {"usd", optional(speed->usd)}};
     }

@@ -18,26 +18,29 @@ std::string GpuLink::name() const {
   return "?";
 }
 
-GpuLink link_between(const Deployment& d, int a, int b) {
+GpuLink link_between(const Card& c, int a, int b) {
   GpuLink l;
   if (a == b) return l;
-  const Card& c = d.card;
-  const EngineProfile& e = d.engine;
   if (c.nvlink_bandwidth > 0 && c.nvlink_gpus > 1 && a / c.nvlink_gpus == b / c.nvlink_gpus) {
     l.kind = GpuLink::Kind::kNvlink;
     l.bandwidth = c.nvlink_bandwidth / 2;  // card files give both directions together
-    l.latency_s = e.allreduce_latency_nvlink_s;
   } else if (a / kGpusPerServer == b / kGpusPerServer) {
     // As Card::tp_link: PCIe peer-to-peer where the card file says it works, else staged
     // through host memory (each transfer crosses PCIe twice).
     l.kind = c.peer_to_peer ? GpuLink::Kind::kPcieP2p : GpuLink::Kind::kPcieHost;
     l.bandwidth = c.peer_to_peer ? c.pcie_bandwidth() : c.pcie_bandwidth() * 0.5;
-    l.latency_s = e.allreduce_latency_pcie_s;
   } else {
     l.kind = GpuLink::Kind::kNetwork;
     l.bandwidth = kNetworkBandwidth;
     l.latency_s = kNetworkLatencyS;
   }
+  return l;
+}
+
+GpuLink link_between(const Deployment& d, int a, int b) {
+  GpuLink l = link_between(d.card, a, b);
+  if (l.kind == GpuLink::Kind::kNvlink) l.latency_s = d.engine.allreduce_latency_nvlink_s;
+  if (l.kind == GpuLink::Kind::kPcieP2p || l.kind == GpuLink::Kind::kPcieHost) l.latency_s = d.engine.allreduce_latency_pcie_s;
   return l;
 }
 

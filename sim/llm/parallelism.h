@@ -36,6 +36,9 @@ struct GpuLink {
 // PCIe inside a server of kGpusPerServer, else the scale-out network. Latencies are the engine
 // profile's small all-reduce latencies (one hop) or kNetworkLatencyS.
 GpuLink link_between(const Deployment& d, int a, int b);
+// The same link between GPUs `a` and `b` of `card`, without an engine: the latency is
+// kNetworkLatencyS over the network and 0 otherwise (the data-parallel ring of fine-tuning).
+GpuLink link_between(const Card& card, int a, int b);
 
 // One pipeline stage as one of its GPUs sees it.
 struct PipelineStage {

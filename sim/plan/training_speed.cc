@@ -8,6 +8,7 @@
 #include "sim/core/error.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/hardware/kernel_table_text.h"
+#include "sim/llm/parallelism.h"
 
 namespace capsim {
 namespace {
@@ -146,6 +147,26 @@ std::optional<TrainingRate> training_rate(const TrainingTable& t, const Card& ca
   if (r.ties > 1) b << " (median of " << r.ties << " runs)";
   r.basis = b.str();
   return r;
+}
+
+TrainingStep training_step(const Card& card, const FinetuneSetup& s, const TrainingFlops& f, const TrainingRate& r,
+                           double weight_bytes) {
+  TrainingStep st;
+  st.tokens = static_cast<double>(s.batch) * static_cast<double>(s.seq_len);
+  st.compute_s = st.tokens * f.hardware / r.flops_per_s;
+  if (s.gpus > 1) {
+    GpuLink slowest;
+    for (int g = 0; g < s.gpus; ++g) {
+      const GpuLink l = link_between(card, g, (g + 1) % s.gpus);
+      if (slowest.kind == GpuLink::Kind::kSame || l.bandwidth < slowest.bandwidth) slowest = l;
+    }
+    const double passes = s.adapters() ? 2.0 : 3.0;
+    const double bytes = passes * weight_bytes * static_cast<double>(s.gpus - 1) / static_cast<double>(s.gpus);
+    st.comm_s = bytes / (slowest.bandwidth * kLinkEfficiency);
+    st.link = slowest.name();
+  }
+  st.seconds = std::max(st.compute_s, st.comm_s);
+  return st;
 }
 
 TrainingRateCheck check_training_rates(const TrainingTable& t) {

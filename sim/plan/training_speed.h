@@ -68,6 +68,27 @@ struct TrainingRate {
 std::optional<TrainingRate> training_rate(const TrainingTable& t, const Card& card, double params, double seq_len,
                                           bool checkpointing);
 
+// One training step on one GPU: its tokens (batch x seq_len) at the rate, and with gpus > 1 the
+// ZeRO-3 / FSDP traffic over the data-parallel ring's slowest link (sim/llm/parallelism.h
+// link_between, at kLinkEfficiency): each GPU gathers the whole model's weights for the forward
+// and again for the backward pass, and full fine-tuning reduce-scatters the gradients, so
+// 3 (full) or 2 (LoRA, QLoRA: only the adapters have gradients) x weight_bytes x (G - 1) / G
+// cross each GPU's link per step (Rajbhandari et al. 2020, "ZeRO", section 7.2.2: 1.5x data
+// parallelism's 2 Psi). FSDP prefetches the next layer's weights while this one computes, so the
+// step takes the longer of the two (ASSUMED perfect overlap: a lower bound on the step).
+struct TrainingStep {
+  double tokens = 0;     // per GPU per step
+  double compute_s = 0;  // tokens x FLOPs per token / rate
+  double comm_s = 0;     // 0 on one GPU
+  double seconds = 0;    // max(compute_s, comm_s)
+  std::string link;      // the ring's slowest link ("NVLink", "PCIe via host (no P2P)", ...); "" on one GPU
+  bool link_bound() const { return comm_s > compute_s; }
+  double tokens_per_s_per_gpu() const { return tokens / seconds; }
+};
+// `weight_bytes`: the whole model's weights as trained (all GPUs' shards together).
+TrainingStep training_step(const Card& card, const FinetuneSetup& s, const TrainingFlops& f, const TrainingRate& r,
+                           double weight_bytes);
+
 // How well the rule predicts runs it did not see, each run's HFU predicted from the others:
 // leaving out every run of its model on its card (a measured card asked about another model
 // size), and leaving out its whole card (a card without runs). Errors are |predicted / measured - 1|.

@@ -118,9 +118,36 @@ TEST_CASE("cli: finetune --tokens gives each card's training time and rent from 
                                  "--price a100-80gb-sxm=1.5 --tokens 1e9");
   CHECK(contains(text.out, "training speed: 42.9 GFLOP per trained token"));
   CHECK(contains(text.out, "measured: mpt-7b at 2048 tokens on a100-80gb-sxm"));
+  CHECK(a100["step"]["bound"] == "compute");  // 2048 tokens a step hide NVLink's weight gathers
   const Result bad = run_capsim("finetune --tokens 0");
   CHECK(bad.status == 2);
   CHECK(bad.err == "capsim: error: --tokens: 0 is not a token count in 1..1e14 (dataset tokens x epochs)\n");
+}
+
+TEST_CASE("cli: finetune on two GPUs over PCIe waits for ZeRO-3's weight gathers", "[cli][training]") {
+  // LoRA of Llama-2-7B on 2 x RTX 4090, 512 tokens a step: each GPU gathers the other half of the
+  // bf16 weights for the forward and again for the backward pass, 2 x W x 1/2 = W bytes, over
+  // PCIe 4.0 x16 (16 x 1.969 GB/s) staged through host memory (no P2P on GeForce: half of it) at
+  // NCCL's 0.8 of the line rate.
+  const Result r = run_capsim("finetune --model llama-2-7b --method lora --cards rtx-4090 --gpus 2 --json -");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const double weights = 2 * j["per_gpu"]["weights_bytes"].get<double>();  // both shards
+  const double comm_s = weights / (16 * 1.969e9 * 0.5 * 0.8);
+  const nlohmann::json& step = j["cards"][0]["training"]["step"];
+  CHECK(step["link"] == "PCIe via host (no P2P)");
+  CHECK(step["bound"] == "link");
+  CHECK(step["communication_seconds"].get<double>() == Approx(comm_s).epsilon(1e-9));
+  CHECK(step["compute_seconds"].get<double>() < comm_s);
+  CHECK(j["cards"][0]["training"]["tokens_per_s_per_gpu"].get<double>() == Approx(512 / comm_s).epsilon(1e-9));
+  // Eight sequences a step: compute grows 8x, the gathers stay (the speed is given whether or not
+  // the activations of 8 sequences fit).
+  const Result big = run_capsim("finetune --model llama-2-7b --method lora --cards rtx-4090 --gpus 2 --batch 8 --json -");
+  const nlohmann::json big_doc = nlohmann::json::parse(big.out);
+  const nlohmann::json& big_step = big_doc["cards"][0]["training"]["step"];
+  CHECK(big_step["compute_seconds"].get<double>() == Approx(8 * step["compute_seconds"].get<double>()).epsilon(1e-9));
+  CHECK(big_step["communication_seconds"].get<double>() == Approx(comm_s).epsilon(1e-9));
 }
 
 TEST_CASE("cli: batch-serve one item alone takes one batch of one, worked by hand", "[cli]") {
