@@ -65,27 +65,6 @@ const CheckedTable& training_table() {
   return t;
 }
 
-// Card i's training speed, and the time and rent of the whole run where it fits and --tokens is
-// given.
-struct CardSpeed {
-  TrainingStep step;
-  double tokens_per_s_per_gpu = 0;
-  std::optional<double> seconds, usd;
-};
-
-std::optional<CardSpeed> speed_of(const FinetuneAnswer& a, std::size_t i) {
-  if (!a.rates[i] || !(a.flops.hardware > 0)) return std::nullopt;
-  CardSpeed c;
-  // The memory plan's weights are one GPU's shard (ZeRO-3 divides them by gpus).
-  c.step = training_step(a.cards[i], a.setup, a.flops, *a.rates[i], a.memory.weights * a.setup.gpus);
-  c.tokens_per_s_per_gpu = c.step.tokens_per_s_per_gpu();
-  if (a.tokens && a.fits[i].fits) {
-    c.seconds = *a.tokens / (c.tokens_per_s_per_gpu * a.setup.gpus);
-    if (const CardPrice* p = a.prices.find(a.cards[i].name)) c.usd = *c.seconds / 3600 * p->rent.value * a.setup.gpus;
-  }
-  return c;
-}
-
 std::string duration_text(double s) {
   if (s < 3600) return fmt("%.0f min", s / 60);
   if (s < 2 * 86400) return fmt("%.1f h", s / 3600);
@@ -104,19 +83,19 @@ void print_training_speed(std::ostream& os, const FinetuneAnswer& a) {
   os << "\n";
   TextTable t({"card", "HFU", "TFLOP/s", "tokens/s/GPU", "bound", "time", "$ total", "rate from"});
   for (std::size_t i = 0; i < a.cards.size(); ++i) {
-    const auto speed = speed_of(a, i);
-    if (!speed) {
+    const std::optional<CardTraining>& ct = a.training[i];
+    if (!ct) {
       t.row({a.cards[i].name, "-", "-", "-", "-", "-", "-", "no 16-bit tensor peak: not estimated"});
       continue;
     }
-    const TrainingRate& r = *a.rates[i];
+    const TrainingRate& r = ct->rate;
     t.row({a.cards[i].name, fmt("%.1f%%", 100 * r.hfu), fmt("%.0f", r.flops_per_s / 1e12),
-           fmt("%.0f", speed->tokens_per_s_per_gpu),
-           speed->step.link_bound()
-               ? speed->step.link + ", GPUs " + fmt("%.0f%%", 100 * speed->step.compute_s / speed->step.comm_s) + " busy"
+           fmt("%.0f", ct->step.tokens_per_s_per_gpu()),
+           ct->step.link_bound()
+               ? ct->step.link + ", GPUs " + fmt("%.0f%%", 100 * ct->step.compute_s / ct->step.comm_s) + " busy"
                : std::string("compute"),
-           speed->seconds ? duration_text(*speed->seconds) : (a.tokens ? "does not fit" : "-"),
-           speed->usd ? fmt("%.0f", *speed->usd) : "-", r.basis});
+           ct->seconds ? duration_text(*ct->seconds) : (a.tokens ? "does not fit" : "-"),
+           ct->usd ? fmt("%.0f", *ct->usd) : "-", r.basis});
   }
   t.print(os);
   os << "  rates: the hardware FLOP utilisation of the nearest measured training run (model size, sequence "
@@ -164,13 +143,28 @@ FinetuneAnswer answer_finetune(const FinetuneRequest& o) {
   a.memory = plan_finetune(a.model, s, a.cards.front());
   for (const Card& c : a.cards) a.fits.push_back(fit_finetune(a.model, s, c));
   a.fits_any = std::any_of(a.fits.begin(), a.fits.end(), [](const FinetuneFit& f) { return f.fits; });
-  a.table = &training_table().table;
-  a.check = training_table().check;
+  const CheckedTable& runs = training_table();
+  a.training_source = runs.table.source;
+  a.check = runs.check;
   a.tokens = o.tokens;
   a.flops = training_flops_per_token(a.model, s, a.memory.adapter_params);
-  for (const Card& c : a.cards) {
-    a.rates.push_back(training_rate(*a.table, c, static_cast<double>(a.model.active_params()),
-                                    static_cast<double>(s.seq_len), s.gradient_checkpointing));
+  for (std::size_t i = 0; i < a.cards.size(); ++i) {
+    const Card& c = a.cards[i];
+    const auto rate = training_rate(runs.table, c, static_cast<double>(a.model.active_params()),
+                                    static_cast<double>(s.seq_len), s.gradient_checkpointing);
+    if (!rate) {
+      a.training.emplace_back();
+      continue;
+    }
+    CardTraining ct;
+    ct.rate = *rate;
+    // The memory plan's weights are one GPU's shard (ZeRO-3 divides them by gpus).
+    ct.step = training_step(c, s, a.flops, ct.rate, a.memory.weights * s.gpus);
+    if (a.tokens && a.fits[i].fits) {
+      ct.seconds = *a.tokens / (ct.step.tokens_per_s_per_gpu() * s.gpus);
+      if (const CardPrice* p = a.prices.find(c.name)) ct.usd = *ct.seconds / 3600 * p->rent.value * s.gpus;
+    }
+    a.training.push_back(std::move(ct));
   }
   return a;
 }
@@ -216,23 +210,24 @@ nlohmann::json finetune_json(const FinetuneAnswer& a) {
                                                                  : nlohmann::json(nullptr)}};
     cj["usd_per_hour"] = p ? nlohmann::json(p->rent.value * s.gpus) : nlohmann::json(nullptr);
     nlohmann::json tj = nullptr;
-    if (const auto speed = speed_of(a, i)) {
-      const TrainingRate& r = *a.rates[i];
+    if (const std::optional<CardTraining>& ct = a.training[i]) {
+      const TrainingRate& r = ct->rate;
+      const TrainingStep& st = ct->step;
       const auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
       tj = {{"hfu", r.hfu},
             {"peak_flops_per_s", r.peak},
             {"achieved_flops_per_s", r.flops_per_s},
             {"measured", r.measured},
             {"basis", r.basis},
-            {"tokens_per_s_per_gpu", speed->tokens_per_s_per_gpu},
+            {"tokens_per_s_per_gpu", st.tokens_per_s_per_gpu()},
             {"step",
-             {{"tokens", speed->step.tokens},
-              {"compute_seconds", speed->step.compute_s},
-              {"communication_seconds", speed->step.comm_s},
-              {"link", speed->step.link.empty() ? nlohmann::json(nullptr) : nlohmann::json(speed->step.link)},
-              {"bound", speed->step.link_bound() ? "link" : "compute"}}},
-            {"seconds", optional(speed->seconds)},
-            {"usd", optional(speed->usd)}};
+             {{"tokens", st.tokens},
+              {"compute_seconds", st.compute_s},
+              {"communication_seconds", st.comm_s},
+              {"link", st.link.empty() ? nlohmann::json(nullptr) : nlohmann::json(st.link)},
+              {"bound", st.link_bound() ? "link" : "compute"}}},
+            {"seconds", optional(ct->seconds)},
+            {"usd", optional(ct->usd)}};
     }
     cj["training"] = tj;
     cards_json.push_back(cj);
@@ -243,7 +238,7 @@ nlohmann::json finetune_json(const FinetuneAnswer& a) {
                    {"flops_per_token", a.flops.hardware},
                    {"tokens", a.tokens ? nlohmann::json(*a.tokens) : nlohmann::json(nullptr)},
                    {"table", "calibration/training/llm-foundry.csv"},
-                   {"source", a.table ? a.table->source : ""},
+                   {"source", a.training_source},
                    {"out_of_sample",
                     {{"runs", a.check.runs},
                      {"model_out_median_error", a.check.model_out_median},

@@ -36,6 +36,15 @@ struct FinetuneRequest {
   std::optional<double> tokens;
 };
 
+// One card's training speed (docs/beyond-llm.md#training-speed): the rate measured runs give it,
+// one step on one GPU at that rate, and with --tokens the whole run's time and rent (none where
+// the card does not fit, or has no price).
+struct CardTraining {
+  TrainingRate rate;
+  TrainingStep step;
+  std::optional<double> seconds, usd;
+};
+
 struct FinetuneAnswer {
   FinetuneSetup setup;
   ModelSpec model;
@@ -44,13 +53,13 @@ struct FinetuneAnswer {
   std::vector<FinetuneFit> fits;  // one per card
   bool fits_any = false;        // the CLI's exit status 0, else 1
   PriceBook prices;
-  // Training speed (docs/beyond-llm.md#training-speed): FLOPs per trained token, and per card
-  // (as `cards`) the rate measured runs give it; none for a CPU card.
+  // Training speed: FLOPs per trained token, and per card (as `cards`) its speed; none for a card
+  // without a 16-bit tensor peak (a CPU).
   TrainingFlops flops;
-  std::vector<std::optional<TrainingRate>> rates;
+  std::vector<std::optional<CardTraining>> training;
   std::optional<double> tokens;
-  const TrainingTable* table = nullptr;  // the process's table (lives as long as the process)
-  TrainingRateCheck check;               // how sure the rates are, out of sample
+  std::string training_source;  // the measured runs' provenance (the table's `# source:`)
+  TrainingRateCheck check;      // how sure the rates are, out of sample
 };
 
 // Throws capsim::Error naming the flag for bad input.

@@ -122,7 +122,8 @@ KernelsAnswer answer_kernels(const KernelsRequest& o) {
   }
   if (!table) {
     throw Error("--dtype: " + card.name + " has no measured " + o.dtype + " GEMM table (calibration/kernels/" +
-                card.name + "/gemm-" + o.dtype + ".csv); give --table FILE");
+                card.name + "/gemm-" + o.dtype + ".csv); " +
+                (o.table_allowed ? "give --table FILE" : "asked without shapes, kernels lists the tables " + card.name + " has"));
   }
   const GemmRoofline roofline = linear_layer_roofline(card, engine, p);
   std::ostringstream out;

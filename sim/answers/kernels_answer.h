@@ -16,6 +16,7 @@ struct KernelsRequest {
   std::string engine = "vllm";  // whose efficiency scales the roofline uses
   std::string dtype = "bf16";   // the GEMM precision: bf16, fp8, nvfp4
   std::string table;            // a measured GEMM table file to use instead of the card's ("": the card's)
+  bool table_allowed = true;    // whether the caller may give `table` (not over HTTP): what a message advises
   // CSV text with columns n, k and m (others ignored, '#' lines skipped); none: list the tables.
   std::optional<std::string> shapes_csv;
   std::string shapes_where = "shapes";  // how messages name the CSV ("file.csv:3: ...")

@@ -59,10 +59,10 @@ std::string text_of(const Deployment& d, const RooflineRequest& r, const Rooflin
 }  // namespace
 
 RooflineAnswer answer_roofline(const RooflineRequest& r) {
-  check_range(r.batch, 0, 1'000'000, "--batch");
-  check_range(r.context, 1, 100'000'000, "--context");
-  check_range(r.prefill, 0, 100'000'000, "--prefill");
-  check_range(r.prefill_cached, 0, 100'000'000, "--prefill-cached");
+  check_range(r.batch, 0, kRooflineMaxBatch, "--batch");
+  check_range(r.context, 1, kRooflineMaxTokens, "--context");
+  check_range(r.prefill, 0, kRooflineMaxTokens, "--prefill");
+  check_range(r.prefill_cached, 0, kRooflineMaxTokens, "--prefill-cached");
   if (r.batch == 0 && r.prefill == 0) {
     throw Error("--batch, --prefill: the step is empty; give --batch >= 1 or --prefill >= 1");
   }

@@ -12,12 +12,16 @@
 
 namespace capsim::answers {
 
+// The bounds every front end checks the step against (the flags' ranges, the HTTP body's).
+inline constexpr long long kRooflineMaxBatch = 1'000'000;      // decode sequences
+inline constexpr long long kRooflineMaxTokens = 100'000'000;   // context or prefill tokens
+
 struct RooflineRequest {
   scenario::DeploymentSpec deployment;
-  long long batch = 1;            // decode sequences in the step, 0..1e6
-  long long context = 1024;       // tokens of each decode sequence, 1..1e8
-  long long prefill = 0;          // tokens of one prefill chunk in the same step, 0..1e8
-  long long prefill_cached = 0;   // tokens cached before that chunk, 0..1e8
+  long long batch = 1;            // decode sequences in the step, 0..kRooflineMaxBatch
+  long long context = 1024;       // tokens of each decode sequence, 1..kRooflineMaxTokens
+  long long prefill = 0;          // tokens of one prefill chunk in the same step, 0..kRooflineMaxTokens
+  long long prefill_cached = 0;   // tokens cached before that chunk, 0..kRooflineMaxTokens
 };
 
 struct RooflineAnswer {

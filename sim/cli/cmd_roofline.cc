@@ -36,14 +36,14 @@ void add_roofline_command(CLI::App& app, int& exit_code) {
       "  capsim roofline --model deepseek-v3 --card h200 --dp 8 --enable-expert-parallel --batch 64");
   add_deployment_flags(*cmd, opts->request.deployment, false);
   cmd->add_option("--batch,-b", opts->request.batch, "decode sequences in the step")
-      ->capture_default_str()->check(CLI::Range(0LL, 1'000'000LL));
+      ->capture_default_str()->check(CLI::Range(0LL, answers::kRooflineMaxBatch));
   cmd->add_option("--context,-l", opts->request.context, "context length of each decode sequence (tokens)")
-      ->capture_default_str()->check(CLI::Range(1LL, 100'000'000LL));
+      ->capture_default_str()->check(CLI::Range(1LL, answers::kRooflineMaxTokens));
   cmd->add_option("--prefill,-p", opts->request.prefill, "tokens of one prefill chunk in the same step")
-      ->capture_default_str()->check(CLI::Range(0LL, 100'000'000LL));
+      ->capture_default_str()->check(CLI::Range(0LL, answers::kRooflineMaxTokens));
   cmd->add_option("--prefill-cached", opts->request.prefill_cached,
                   "tokens already cached before that chunk (prefix hits, earlier chunks)")
-      ->capture_default_str()->check(CLI::Range(0LL, 100'000'000LL));
+      ->capture_default_str()->check(CLI::Range(0LL, answers::kRooflineMaxTokens));
   cmd->add_option("--json", opts->json, "also write the result as JSON to FILE ('-' = stdout only)");
   cmd->callback([opts, &exit_code] { exit_code = run_roofline(*opts); });
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/stats.h"
 #include "sim/core/yaml_fields.h"
 #include "sim/hardware/kernel_table_text.h"
 #include "sim/llm/parallelism.h"
@@ -26,10 +27,10 @@ double in_range(const std::string& text, const std::string& where, double lo, do
   return v;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+double median(const std::vector<double>& v) {
+  Samples s;
+  for (const double x : v) s.add(x);
+  return s.median();
 }
 
 }  // namespace
@@ -202,9 +203,10 @@ TrainingRateCheck check_training_rates(const TrainingTable& t) {
     }
   }
   if (!model_out.empty()) {
-    c.model_out_median = median(model_out);
-    std::sort(model_out.begin(), model_out.end());
-    c.model_out_p90 = model_out[static_cast<std::size_t>(0.9 * static_cast<double>(model_out.size() - 1) + 0.5)];
+    Samples s;
+    for (const double e : model_out) s.add(e);
+    c.model_out_median = s.median();
+    c.model_out_p90 = s.percentile(90);
   }
   if (!card_out.empty()) c.card_out_median = median(card_out);
   return c;

@@ -94,7 +94,7 @@ TrainingStep training_step(const Card& card, const FinetuneSetup& s, const Train
 // size), and leaving out its whole card (a card without runs). Errors are |predicted / measured - 1|.
 struct TrainingRateCheck {
   std::size_t runs = 0;
-  double model_out_median = 0, model_out_p90 = 0;
+  double model_out_median = 0, model_out_p90 = 0;  // percentiles as numpy's default (Samples)
   double card_out_median = 0;        // over every run
   double card_out_worst_median = 0;  // the card whose runs are predicted worst, by median
   std::string worst_card;

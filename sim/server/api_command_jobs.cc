@@ -261,6 +261,7 @@ Job prepare_kernels(const nlohmann::json& body, const Limits&) {
   command_fields(body, "kernels", fields, {"table", "json"},
                  "the server reads no table files; it times shapes against the card's own measured tables");
   answers::KernelsRequest r;
+  r.table_allowed = false;
   if (body.contains("card")) r.card = text_field(body["card"], "card", "\"h100-sxm\"");
   catalogue_card(r.card, "card");
   if (body.contains("engine")) r.engine = text_field(body["engine"], "engine", "\"vllm\"");

@@ -87,11 +87,12 @@ Job prepare_roofline(const nlohmann::json& body, const Limits& limits) {
   const Scenario in = scenario_of(body, {"roofline"}, limits, false);
   answers::RooflineRequest r;
   r.deployment = in.spec.deployment;
-  if (o.contains("batch")) r.batch = number<long long>(o["batch"], "roofline.batch", 0, 1e6);
-  if (o.contains("context")) r.context = number<long long>(o["context"], "roofline.context", 1, 1e8);
-  if (o.contains("prefill")) r.prefill = number<long long>(o["prefill"], "roofline.prefill", 0, 1e8);
+  constexpr double kBatch = answers::kRooflineMaxBatch, kTokens = answers::kRooflineMaxTokens;
+  if (o.contains("batch")) r.batch = number<long long>(o["batch"], "roofline.batch", 0, kBatch);
+  if (o.contains("context")) r.context = number<long long>(o["context"], "roofline.context", 1, kTokens);
+  if (o.contains("prefill")) r.prefill = number<long long>(o["prefill"], "roofline.prefill", 0, kTokens);
   if (o.contains("prefill_cached")) {
-    r.prefill_cached = number<long long>(o["prefill_cached"], "roofline.prefill_cached", 0, 1e8);
+    r.prefill_cached = number<long long>(o["prefill_cached"], "roofline.prefill_cached", 0, kTokens);
   }
   if (r.batch == 0 && r.prefill == 0) {
     throw HttpError(400, "roofline.batch, roofline.prefill: the step is empty; give batch >= 1 or prefill >= 1");

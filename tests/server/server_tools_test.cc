@@ -121,7 +121,8 @@ TEST_CASE("server: a bad kernels body is a 400 naming the field, and no table fi
   CHECK(has(csv.what(), "shapes:1: the header must name columns n, k and m"));
   const HttpError no_table = refusal(Endpoint::kKernels, {{"card", "rtx-4090"}, {"shapes", "n,k,m\n1,2,3\n"}});
   CHECK(no_table.status() == 400);
-  CHECK(has(no_table.what(), "dtype: rtx-4090 has no measured bf16 GEMM table"));
+  CHECK(has(no_table.what(), "dtype: rtx-4090 has no measured bf16 GEMM table (calibration/kernels/rtx-4090/gemm-bf16.csv); "
+                             "asked without shapes, kernels lists the tables rtx-4090 has"));
   CHECK(has(refusal(Endpoint::kKernels, {{"card", "./h100.yaml"}}).what(), "card: './h100.yaml' is not a card of the catalogue"));
   CHECK(has(refusal(Endpoint::kKernels, {{"card", "h100-sxm"}, {"dtype", "int3"}}).what(), "dtype: "));
 }
